@@ -1,0 +1,500 @@
+"""MemoryEngine: the one entry object. It owns connections and transactions.
+
+Every write runs in one transaction (``database.run_write``): a caller never
+sees half a change, and a failure leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import functools
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Connection
+
+from . import context, database, facts as versions, memories as recall, ranking, validation as v
+from .errors import InvalidRequest, LimitExceeded, NotCurrent, NotFound, PermissionDenied
+from .identity import Identity, Scope
+from .models import Base, admins, facts
+from .tokens import TokenCounter
+from .types import ContextBlock, Fact, Memory
+
+P = ParamSpec("P")
+R = TypeVar("R")
+E = TypeVar("E")
+
+IsAdmin = Callable[[str, str], bool]
+
+
+def _twin(method: Callable[Concatenate[E, P], R]) -> Callable[Concatenate[E, P], Coroutine[Any, Any, R]]:
+    """The async twin of a method: the same body, run in a worker thread."""
+
+    @functools.wraps(method)
+    async def twin(self: E, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = "a" + method.__name__
+    twin.__doc__ = f"Async twin of :meth:`{method.__name__}`, run in a worker thread."
+    return twin
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class MemoryEngine:
+    """Durable, correctable memory for agents.
+
+    ``MemoryEngine()`` opens ``$KORELY_DATABASE_URL``, else the SQLite file
+    ``./korely-memory.db``; the schema is created on first use.
+    """
+
+    def __init__(
+        self,
+        url: str | URL | None = None,
+        *,
+        tokenizer: Callable[[str], int] | None = None,
+        embed: Any = None,
+        is_admin: IsAdmin | None = None,
+        write_wait: float = database.WRITE_WAIT,
+    ) -> None:
+        self.url = database.resolve_url(url)
+        self.db = database.create(self.url, write_wait=write_wait)
+        self._is_admin = is_admin
+        self.count_tokens = TokenCounter(tokenizer)
+        embed_fn = ranking.as_embed(embed)
+        self._semantic = ranking.Semantic(embed_fn) if embed_fn else None
+        Base.metadata.create_all(self.db)
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.db.dispose()
+
+    def __enter__(self) -> MemoryEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryEngine({self.url.render_as_string(hide_password=True)!r})"
+
+    # -- writing facts -------------------------------------------------------------
+
+    def remember(
+        self,
+        who: Identity,
+        key: str,
+        content: str,
+        *,
+        scope: Scope | str = Scope.USER,
+        valid_from: dt.datetime | dt.date | None = None,
+        source_memory_id: int | None = None,
+        max_facts: int | None = None,
+    ) -> Fact:
+        """Record ``content`` under ``key``; a true fact already there is replaced and kept in history.
+
+        ``scope=Scope.ACCOUNT`` records a proposal that reaches the whole account
+        once an administrator confirms it. ``max_facts`` refuses a new key when
+        the identity already holds that many facts (``LimitExceeded``).
+        """
+        who = v.identity(who)
+        key = v.key(key)
+        content = v.content(content)
+        stored_scope = v.scope(scope).value
+        start = v.moment("valid_from", valid_from)
+        source = v.positive_int("source_memory_id", source_memory_id)
+        ceiling = v.positive_int("max_facts", max_facts)
+
+        def work(conn: Connection) -> Fact:
+            versions_lock(conn, who, key)
+            now = utcnow()
+            if source is not None:
+                self._memory_of(conn, who, source)
+            old = versions.own_current(conn, who, key)
+            if old is None:
+                shared = versions.account_current(conn, who, key)
+                if shared is not None and shared.content == content:
+                    return shared
+                if ceiling is not None and versions.count_own(conn, who) >= ceiling:
+                    raise LimitExceeded(
+                        f"already {ceiling} facts kept (max_facts); correct or forget one before adding {key!r}"
+                    )
+            elif old.content == content and old.effective_scope.value == stored_scope:
+                return old
+            new_id = versions.replace(
+                conn,
+                old,
+                cause="read_from_memory" if source is not None else "stated",
+                now=now,
+                valid_from=start or now,
+                account=who.account,
+                owner=who.user,
+                agent=who.agent,
+                key=key,
+                content=content,
+                scope=stored_scope,
+                source_memory_id=source,
+            )
+            return self._fact(conn, new_id)
+
+        return database.run_write(self.db, work)
+
+    def correct(
+        self, who: Identity, key: str, content: str, *, valid_from: dt.datetime | dt.date | None = None
+    ) -> Fact:
+        """Replace the true fact under ``key`` with ``content``; ``NotFound`` if there is none.
+
+        An identity's own fact (or proposal) is corrected in place of history; a
+        confirmed account fact only by an administrator of the account.
+        """
+        who = v.identity(who)
+        key = v.key(key)
+        content = v.content(content)
+        start = v.moment("valid_from", valid_from)
+
+        def work(conn: Connection) -> Fact:
+            versions_lock(conn, who, key)
+            old = self._target(conn, who, key, "correct")
+            if old.content == content:
+                return old
+            now = utcnow()
+            shared = old.effective_scope is Scope.ACCOUNT
+            new_id = versions.replace(
+                conn,
+                old,
+                cause="corrected",
+                now=now,
+                valid_from=start or now,
+                account=old.account,
+                owner=who.user if shared else old.owner,
+                agent=old.agent,
+                key=key,
+                content=content,
+                scope=old.effective_scope.value,
+                confirmed_by=who.user if shared else None,
+                confirmed_at=now if shared else None,
+            )
+            return self._fact(conn, new_id)
+
+        return database.run_write(self.db, work)
+
+    def forget(self, who: Identity, key: str, *, at: dt.datetime | dt.date | None = None) -> Fact:
+        """End the true fact under ``key``; returns the fact it ended. ``NotFound`` if there is none."""
+        who = v.identity(who)
+        key = v.key(key)
+        end = v.moment("at", at)
+
+        def work(conn: Connection) -> Fact:
+            versions_lock(conn, who, key)
+            old = self._target(conn, who, key, "forget")
+            now = utcnow()
+            versions.end_version(conn, old.id, cause="forgotten", now=now, invalid_at=end or now)
+            return self._fact(conn, old.id)
+
+        return database.run_write(self.db, work)
+
+    def _target(self, conn: Connection, who: Identity, key: str, verb: str) -> Fact:
+        own = versions.own_current(conn, who, key)
+        if own is not None:
+            return own
+        versions_lock(conn, who, key, shared=True)
+        shared = versions.account_current(conn, who, key)
+        if shared is None:
+            raise NotFound(f"no true fact under key {key!r} to {verb}; use remember to record one")
+        if who.user is None or not self._admin(conn, who.account, who.user):
+            raise PermissionDenied(
+                f"{key!r} is an account fact: only an administrator may {verb} it; "
+                "remember(key, content, scope='account') proposes a replacement"
+            )
+        return shared
+
+    # -- review of account facts ------------------------------------------------
+
+    def confirm(self, admin: Identity, fact_id: int) -> Fact:
+        """Give a proposed account fact its reach: every user of the account sees it."""
+        return self._review(admin, fact_id, confirm=True)
+
+    def reject(self, admin: Identity, fact_id: int) -> Fact:
+        """Refuse a proposed account fact: it ends, is shown to nobody, and is kept for review."""
+        return self._review(admin, fact_id, confirm=False)
+
+    def _review(self, admin: Identity, fact_id: int, *, confirm: bool) -> Fact:
+        admin = v.identity(admin, "admin")
+        if admin.user is None:
+            raise PermissionDenied("a review needs an administrator: admin.user is None")
+        fid = v.positive_int("fact_id", fact_id, optional=False)
+
+        def work(conn: Connection) -> Fact:
+            if not self._admin(conn, admin.account, admin.user):
+                raise PermissionDenied(f"{admin.user!r} is not an administrator of account {admin.account!r}")
+            fact = versions.by_id(conn, fid)
+            if fact is None or fact.account != admin.account:
+                raise NotFound(f"no fact {fid} in account {admin.account!r}")
+            subject = Identity(fact.account, fact.owner, fact.agent)
+            versions_lock(conn, subject, fact.key, shared=True)
+            fact = self._fact(conn, fid)  # read again under the lock
+            if not fact.is_current:
+                end = versions.chain_end(conn, fact)
+                raise NotCurrent(f"fact {fid} has ended ({fact.end_cause})", end.id if end else None)
+            if fact.effective_scope is Scope.ACCOUNT and confirm:
+                return fact
+            if fact.effective_scope is not Scope.ACCOUNT_PROPOSED:
+                raise InvalidRequest("fact_id", f"fact {fid} is a {fact.effective_scope.value} fact, not a proposal")
+            now = utcnow()
+            if confirm:
+                replaced = versions.account_current(conn, subject, fact.key)
+                if replaced is not None:
+                    versions.end_version(
+                        conn, replaced.id, cause="stated", now=now, invalid_at=now, replaced_by_id=fact.id
+                    )
+                conn.execute(
+                    facts.update()
+                    .where(facts.c.id == fid)
+                    .values(scope=Scope.ACCOUNT.value, confirmed_by=admin.user, confirmed_at=now)
+                )
+            else:
+                versions.end_version(
+                    conn,
+                    fid,
+                    cause="rejected",
+                    now=now,
+                    invalid_at=now,
+                    scope=Scope.ACCOUNT_REJECTED.value,
+                    confirmed_by=admin.user,
+                    confirmed_at=now,
+                )
+            return self._fact(conn, fid)
+
+        return database.run_write(self.db, work)
+
+    def proposals(self, account: str, agent: str | None = None) -> list[Fact]:
+        """The review queue: account facts waiting for an administrator, oldest first."""
+        v.name("account", account)
+        v.name("agent", agent, optional=True)
+        where = [facts.c.account == account, facts.c.scope == versions.PROPOSED, versions.IS_TRUE]
+        if agent is not None:
+            where.append(facts.c.agent == agent)
+        with self.db.connect() as conn:
+            rows = conn.execute(sa.select(facts).where(*where).order_by(facts.c.recorded_at, facts.c.id))
+            return [Fact.from_row(r) for r in rows]
+
+    def grant_admin(self, account: str, user: str) -> None:
+        """Make ``user`` an administrator of ``account``."""
+        v.name("account", account)
+        v.name("user", user)
+
+        def work(conn: Connection) -> None:
+            exists = conn.execute(
+                sa.select(admins.c.user).where(admins.c.account == account, admins.c.user == user)
+            ).first()
+            if exists is None:
+                conn.execute(admins.insert().values(account=account, user=user))
+
+        database.run_write(self.db, work)
+
+    def revoke_admin(self, account: str, user: str) -> None:
+        """Take administration of ``account`` away from ``user``."""
+        v.name("account", account)
+        v.name("user", user)
+        database.run_write(
+            self.db,
+            lambda conn: conn.execute(admins.delete().where(admins.c.account == account, admins.c.user == user)),
+        )
+
+    def is_admin(self, account: str, user: str) -> bool:
+        """Whether ``user`` administers ``account`` (the application's ``is_admin`` when given)."""
+        v.name("account", account)
+        v.name("user", user)
+        with self.db.connect() as conn:
+            return self._admin(conn, account, user)
+
+    def _admin(self, conn: Connection, account: str, user: str) -> bool:
+        if self._is_admin is not None:
+            return bool(self._is_admin(account, user))
+        found = conn.execute(
+            sa.select(admins.c.user).where(admins.c.account == account, admins.c.user == user)
+        ).first()
+        return found is not None
+
+    # -- reading facts ------------------------------------------------------------
+
+    def get_facts(
+        self,
+        who: Identity,
+        as_of: dt.datetime | dt.date | None = None,
+        known_as_of: dt.datetime | dt.date | None = None,
+        include_invalidated: bool = False,
+        reader: str | None = None,
+    ) -> list[Fact]:
+        """The facts ``who`` sees, newest first.
+
+        ``as_of``: what was true in the world then; ``known_as_of``: what the
+        store knew then; ``include_invalidated``: every version, ended ones too.
+        """
+        who = v.identity(who)
+        at = v.moment("as_of", as_of)
+        known = v.moment("known_as_of", known_as_of)
+        v.name("reader", reader, optional=True)
+        if not isinstance(include_invalidated, bool):
+            raise InvalidRequest("include_invalidated", "must be True or False")
+        with self.db.connect() as conn, conn.begin():
+            if include_invalidated:
+                found = [
+                    f
+                    for f in versions.every_version(conn, who)
+                    if f.owner == who.user or f.effective_scope is Scope.ACCOUNT
+                ]
+            elif at is None and known is None:
+                found = versions.visible(conn, who)
+            else:
+                found = versions.as_of(versions.every_version(conn, who), at=at, known=known, who=who)
+        found.sort(key=lambda f: (f.recorded_at, f.id), reverse=True)
+        if reader is not None and at is None and known is None and not include_invalidated:
+            self._mark_read(who, reader, found)
+        return found
+
+    def history(self, who: Identity, key: str) -> list[Fact]:
+        """Every version of ``key`` that ``who`` may see, oldest first."""
+        who = v.identity(who)
+        key = v.key(key)
+        with self.db.connect() as conn:
+            return [
+                f
+                for f in versions.every_version(conn, who, key)
+                if f.owner == who.user or f.effective_scope is Scope.ACCOUNT
+            ]
+
+    def _mark_read(self, who: Identity, reader: str, shown: Sequence[Fact]) -> None:
+        """Keep read marks for the facts handed to ``reader`` (agent notices)."""
+
+    # -- the context block --------------------------------------------------------
+
+    def get_context(
+        self,
+        who: Identity,
+        query: str | None = None,
+        *,
+        reader: str | None = None,
+        token_budget: int = 800,
+        changes: str | Sequence[str] | None = None,
+        as_of: dt.datetime | dt.date | None = None,
+        known_as_of: dt.datetime | dt.date | None = None,
+    ) -> ContextBlock:
+        """The block an agent reads at the start of a conversation, fitted to ``token_budget`` tokens.
+
+        With ``reader`` (the reading agent's own name), facts handed over are
+        marked, and facts handed before that have changed since are told once.
+        """
+        who = v.identity(who)
+        text = v.query(query)
+        v.name("reader", reader, optional=True)
+        budget = v.token_budget(token_budget)
+        v.changes(changes)
+        at = v.moment("as_of", as_of)
+        known = v.moment("known_as_of", known_as_of)
+        with self.db.connect() as conn, conn.begin():
+            if at is None and known is None:
+                found = versions.visible(conn, who)
+                kept = recall.recent(conn, who)
+            else:
+                found = versions.as_of(versions.every_version(conn, who), at=at, known=known, who=who)
+                until = min(t for t in (at, known) if t is not None)
+                kept = [m for m in recall.recent(conn, who) if m.created_at <= until]
+        found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
+        return context.render(
+            facts=found,
+            memories=self._relevant(text, kept),
+            changes=(),
+            budget=budget,
+            count=self.count_tokens,
+            rank=(lambda fs: self._rank(text, fs)) if text else None,
+        )
+
+    def _scores(self, query: str, docs: Sequence[str]) -> list[float]:
+        if self._semantic is not None:
+            return self._semantic.scores(query, docs)
+        return ranking.bm25(query, docs)
+
+    def _rank(self, query: str, found: Sequence[Fact]) -> list[Fact]:
+        """Most relevant first; ties keep the recency order they came in."""
+        scores = self._scores(query, [f"{f.key.replace('-', ' ')} {f.content}" for f in found])
+        order = sorted(range(len(found)), key=lambda i: -scores[i])
+        return [found[i] for i in order]
+
+    def _relevant(self, query: str | None, kept: Sequence[Memory]) -> list[Memory]:
+        """Memories worth showing: those that match the query, best first; without one, the newest."""
+        if not query or not kept:
+            return list(kept)
+        scores = self._scores(query, [m.content for m in kept])
+        order = sorted((i for i in range(len(kept)) if scores[i] > 0), key=lambda i: -scores[i])
+        return [kept[i] for i in order]
+
+    # -- memories -----------------------------------------------------------------
+
+    def add_memory(self, who: Identity, content: str) -> Memory:
+        """Keep free text (a conversation excerpt, a note) for recall, up to 16,000 characters."""
+        who = v.identity(who)
+        body = v.content(content, limit=v.MAX_MEMORY)
+        return database.run_write(self.db, lambda conn: recall.add(conn, who, body, utcnow()))
+
+    def forget_memory(self, who: Identity, memory_id: int) -> Memory:
+        """Remove a memory's text and end the facts read from it; their words are never told again."""
+        who = v.identity(who)
+        mid = v.positive_int("memory_id", memory_id, optional=False)
+
+        def work(conn: Connection) -> Memory:
+            memory = self._memory_of(conn, who, mid)
+            recall.forget(conn, memory, utcnow())
+            return memory
+
+        return database.run_write(self.db, work)
+
+    def search_memories(self, who: Identity, query: str, *, limit: int = 5) -> list[Memory]:
+        """The memories most relevant to ``query``, best first."""
+        who = v.identity(who)
+        text = v.query(query) or ""
+        top = v.positive_int("limit", limit, optional=False)
+        with self.db.connect() as conn:
+            kept = recall.recent(conn, who)
+        return self._relevant(text, kept)[:top]
+
+    def _memory_of(self, conn: Connection, who: Identity, memory_id: int) -> Memory:
+        memory = recall.get(conn, who, memory_id)
+        if memory is None:
+            raise NotFound(f"no memory {memory_id} for this identity")
+        return memory
+
+    def _fact(self, conn: Connection, fact_id: int) -> Fact:
+        fact = versions.by_id(conn, fact_id)
+        assert fact is not None
+        return fact
+
+    aremember = _twin(remember)
+    acorrect = _twin(correct)
+    aforget = _twin(forget)
+    aconfirm = _twin(confirm)
+    areject = _twin(reject)
+    aproposals = _twin(proposals)
+    agrant_admin = _twin(grant_admin)
+    arevoke_admin = _twin(revoke_admin)
+    ais_admin = _twin(is_admin)
+    aget_facts = _twin(get_facts)
+    ahistory = _twin(history)
+    aget_context = _twin(get_context)
+    aadd_memory = _twin(add_memory)
+    aforget_memory = _twin(forget_memory)
+    asearch_memories = _twin(search_memories)
+
+
+def versions_lock(conn: Connection, who: Identity, key: str, *, shared: bool = False) -> None:
+    """Serialise writers of ``key`` in the identity's namespace, then (``shared``) the account's.
+
+    Always in that order, so two writers never wait on each other in a circle.
+    """
+    database.namespace_lock(conn, who.account, who.agent, who.user, key)
+    if shared:
+        database.namespace_lock(conn, who.account, who.agent, "\x00account", key)

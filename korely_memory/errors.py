@@ -1,0 +1,65 @@
+"""The errors korely-memory raises.
+
+Every error carries a stable ``code`` that adapters can branch on and a message
+that says what to do about it::
+
+    KorelyError                      code
+    ├── InvalidRequest (ValueError)  invalid_request   .field names the argument
+    ├── NotFound (LookupError)       not_found
+    ├── PermissionDenied             forbidden
+    ├── NotCurrent                   fact_not_current  .current_fact_id
+    └── LimitExceeded                limit_exceeded
+
+A database failure is raised as SQLAlchemy raised it, never turned into an
+empty answer.
+"""
+
+from __future__ import annotations
+
+
+class KorelyError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+    code = "korely_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(KorelyError, ValueError):
+    """An argument breaks a rule; nothing was changed."""
+
+    code = "invalid_request"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class NotFound(KorelyError, LookupError):
+    """No true fact (or memory) answers the request."""
+
+    code = "not_found"
+
+
+class PermissionDenied(KorelyError):
+    """The identity may not do this, e.g. confirm an account fact without being an administrator."""
+
+    code = "forbidden"
+
+
+class NotCurrent(KorelyError):
+    """The fact named has ended; ``current_fact_id`` is what replaced it, if anything."""
+
+    code = "fact_not_current"
+
+    def __init__(self, message: str, current_fact_id: int | None = None) -> None:
+        super().__init__(message)
+        self.current_fact_id = current_fact_id
+
+
+class LimitExceeded(KorelyError):
+    """A ceiling was reached, e.g. ``max_facts`` when recording a new key."""
+
+    code = "limit_exceeded"

@@ -1,0 +1,185 @@
+"""The tables, as SQLAlchemy declarations. No method here touches the database.
+
+A fact is one row per version. The row that is true now has
+``ended_recorded_at IS NULL``; two partial unique indexes let the database,
+not only the code, refuse a second true row for a key in one namespace.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAME = 255
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Stores UTC and always returns aware datetimes: SQLite drops the time zone."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.astimezone(dt.timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+        }
+    )
+
+
+_TRUE = "ended_recorded_at IS NULL"
+_PERSONAL = f"{_TRUE} AND (scope IS NULL OR scope <> 'account')"
+_ACCOUNT = f"{_TRUE} AND scope = 'account'"
+
+
+class FactRow(Base):
+    __tablename__ = "korely_facts"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    account: Mapped[str] = mapped_column(String(NAME))
+    owner: Mapped[str | None] = mapped_column(String(NAME))
+    # owner, or '' for memory with no end user: '' is never a valid name, and a
+    # unique index treats NULLs as distinct.
+    owner_key: Mapped[str] = mapped_column(String(NAME))
+    agent: Mapped[str] = mapped_column(String(NAME))
+    key: Mapped[str] = mapped_column(String(100))
+    # Emptied when the memory the fact was read from is forgotten.
+    content: Mapped[str] = mapped_column(Text)
+    scope: Mapped[str | None] = mapped_column(String(20))
+    valid_from: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    invalid_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    recorded_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    ended_recorded_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    end_cause: Mapped[str | None] = mapped_column(String(20))
+    replaced_by_id: Mapped[int | None] = mapped_column(
+        Id, ForeignKey("korely_facts.id", ondelete="SET NULL")
+    )
+    source_memory_id: Mapped[int | None] = mapped_column(
+        Id, ForeignKey("korely_memories.id", ondelete="SET NULL")
+    )
+    confirmed_by: Mapped[str | None] = mapped_column(String(NAME))
+    confirmed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    modified_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index(
+            "uq_korely_facts_true_personal",
+            "account", "agent", "owner_key", "key",
+            unique=True,
+            sqlite_where=text(_PERSONAL),
+            postgresql_where=text(_PERSONAL),
+        ),
+        Index(
+            "uq_korely_facts_true_account",
+            "account", "agent", "key",
+            unique=True,
+            sqlite_where=text(_ACCOUNT),
+            postgresql_where=text(_ACCOUNT),
+        ),
+        Index("ix_korely_facts_owner", "account", "agent", "owner_key", "key"),
+        Index("ix_korely_facts_account_key", "account", "agent", "key"),
+        Index("ix_korely_facts_owner_only", "account", "owner_key"),
+        Index("ix_korely_facts_replaced_by", "replaced_by_id"),
+        Index("ix_korely_facts_source_memory", "source_memory_id"),
+    )
+
+
+class MemoryRow(Base):
+    __tablename__ = "korely_memories"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    account: Mapped[str] = mapped_column(String(NAME))
+    owner: Mapped[str | None] = mapped_column(String(NAME))
+    owner_key: Mapped[str] = mapped_column(String(NAME))
+    agent: Mapped[str] = mapped_column(String(NAME))
+    content: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),)
+
+
+class MarkRow(Base):
+    """One fact handed to one reader. Holds no text of the fact."""
+
+    __tablename__ = "korely_marks"
+
+    account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    reader: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    fact_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("korely_facts.id", ondelete="CASCADE"), primary_key=True
+    )
+    # The user the fact is about ('' for account facts and agent-team memory).
+    subject: Mapped[str] = mapped_column(String(NAME))
+    first_read_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    last_read_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    told_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_korely_marks_fact", "fact_id"),
+        Index("ix_korely_marks_subject", "account", "subject"),
+        Index("ix_korely_marks_last_read", "last_read_at"),
+    )
+
+
+class AdminRow(Base):
+    __tablename__ = "korely_admins"
+
+    account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    user: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+
+
+class ErasureRow(Base):
+    """That an erasure happened, naming the user only by a pseudonym."""
+
+    __tablename__ = "korely_erasures"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    account: Mapped[str] = mapped_column(String(NAME))
+    pseudonym: Mapped[str] = mapped_column(String(64))
+    erased_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+facts = FactRow.__table__
+memories = MemoryRow.__table__
+marks = MarkRow.__table__
+admins = AdminRow.__table__
+erasures = ErasureRow.__table__

@@ -1,0 +1,74 @@
+"""Relevance of texts to a query: lexical BM25 by default, embeddings when the application gives them."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+Embed = Callable[[list[str]], list[list[float]]]
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def bm25(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """Okapi BM25 score of each doc against ``query``, IDF taken over ``docs``."""
+    terms = set(words(query))
+    if not terms or not docs:
+        return [0.0] * len(docs)
+    tokenised = [words(d) for d in docs]
+    avg = sum(len(t) for t in tokenised) / len(docs) or 1.0
+    df = Counter(term for t in tokenised for term in terms.intersection(t))
+    n = len(docs)
+    idf = {term: math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5)) for term in df}
+    scores = []
+    for t in tokenised:
+        tf = Counter(w for w in t if w in idf)
+        norm = k1 * (1 - b + b * len(t) / avg)
+        scores.append(sum(idf[w] * c * (k1 + 1) / (c + norm) for w, c in tf.items()))
+    return scores
+
+
+def as_embed(embed: Any) -> Embed | None:
+    """Accepts a LangChain ``Embeddings``, a LlamaIndex embedding, or a plain batch function."""
+    if embed is None:
+        return None
+    if hasattr(embed, "embed_documents"):
+        return embed.embed_documents  # type: ignore[no-any-return]
+    if hasattr(embed, "get_text_embedding_batch"):
+        return embed.get_text_embedding_batch  # type: ignore[no-any-return]
+    if callable(embed):
+        return embed  # type: ignore[no-any-return]
+    raise TypeError("embed must be a LangChain Embeddings, a LlamaIndex embedding, or a batch function")
+
+
+class Semantic:
+    """Cosine similarity with an embedding function; vectors of stored text are cached."""
+
+    def __init__(self, embed: Embed, cache_size: int = 20_000) -> None:
+        self._embed = embed
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._cache_size = cache_size
+
+    def scores(self, query: str, docs: Sequence[str]) -> list[float]:
+        missing = [d for d in dict.fromkeys(docs) if d not in self._cache]
+        vectors = self._embed([query, *missing])
+        for doc, vec in zip(missing, vectors[1:]):
+            self._cache[doc] = list(vec)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        q = vectors[0]
+        return [_cosine(q, self._cache[d]) for d in docs]
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0

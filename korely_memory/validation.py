@@ -1,0 +1,159 @@
+"""The rules every argument must meet before anything touches the database.
+
+Each check returns the normalised value or raises :class:`InvalidRequest`
+naming the field.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+from typing import Any
+
+from .errors import InvalidRequest
+from .identity import Identity, Scope
+
+MAX_NAME = 255
+MAX_CONTENT = 2000
+MAX_MEMORY = 16_000
+MIN_BUDGET, MAX_BUDGET = 50, 8000
+
+_KEY = re.compile(r"[a-z0-9][a-z0-9._:-]{0,99}")
+_SPACES = re.compile(r" +")
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
+
+
+def name(field: str, value: Any, *, optional: bool = False) -> str | None:
+    """An account, user, agent or reader name."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest(field, f"must be a string, not {type(value).__name__}")
+    if value == "":
+        raise InvalidRequest(field, "must not be empty")
+    if value in (".", ".."):
+        raise InvalidRequest(field, f"must not be {value!r}")
+    if "/" in value:
+        raise InvalidRequest(field, "must not contain '/'")
+    if _has_control(value):
+        raise InvalidRequest(field, "must not contain a line break or other control character")
+    if len(value) > MAX_NAME:
+        raise InvalidRequest(field, f"must be at most {MAX_NAME} characters, got {len(value)}")
+    return value
+
+
+def identity(who: Any, field: str = "who") -> Identity:
+    if not isinstance(who, Identity):
+        for attr in ("account", "user", "agent"):
+            if not hasattr(who, attr):
+                raise InvalidRequest(field, "must be an Identity(account, user, agent)")
+        who = Identity(who.account, who.user, who.agent)
+    name("account", who.account)
+    name("user", who.user, optional=True)
+    name("agent", who.agent)
+    return who
+
+
+def key(value: Any) -> str:
+    """Trimmed, lower-cased, inner spaces to '-', then ``[a-z0-9][a-z0-9._:-]{0,99}``."""
+    if not isinstance(value, str):
+        raise InvalidRequest("key", f"must be a string, not {type(value).__name__}")
+    normal = _SPACES.sub("-", value.strip().lower())
+    if not _KEY.fullmatch(normal):
+        raise InvalidRequest(
+            "key",
+            "after trimming and lower-casing must be 1 to 100 characters of a-z, 0-9, '.', '_', ':' "
+            f"or '-', starting with a letter or digit (got {value[:40]!r})",
+        )
+    return normal
+
+
+def content(value: Any, *, field: str = "content", limit: int = MAX_CONTENT) -> str:
+    if not isinstance(value, str):
+        raise InvalidRequest(field, f"must be a string, not {type(value).__name__}")
+    text = value.strip()
+    if not text:
+        raise InvalidRequest(field, "must not be empty")
+    if "\x00" in text:
+        raise InvalidRequest(field, "must not contain a NUL character")
+    if len(text) > limit:
+        raise InvalidRequest(field, f"must be at most {limit} characters, got {len(text)}")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        raise InvalidRequest(field, "must be valid Unicode (no lone surrogates)")
+    return text
+
+
+def scope(value: Any) -> Scope:
+    """The scope a writer may ask for; ``account`` is stored as a proposal."""
+    try:
+        chosen = Scope(value)
+    except ValueError:
+        allowed = ", ".join(s.value for s in Scope if s is not Scope.ACCOUNT_REJECTED)
+        raise InvalidRequest("scope", f"must be one of {allowed}, got {value!r}") from None
+    if chosen is Scope.ACCOUNT_REJECTED:
+        raise InvalidRequest("scope", "account_rejected is set by an administrator's review, not written")
+    return Scope.ACCOUNT_PROPOSED if chosen is Scope.ACCOUNT else chosen
+
+
+def moment(field: str, value: Any) -> dt.datetime | None:
+    """A timezone-aware UTC datetime; naive is read as UTC, a bare date as midnight UTC."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc)
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+    raise InvalidRequest(field, f"must be a datetime or a date, not {type(value).__name__}")
+
+
+def token_budget(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest("token_budget", f"must be an integer, not {type(value).__name__}")
+    if not MIN_BUDGET <= value <= MAX_BUDGET:
+        raise InvalidRequest("token_budget", f"must be between {MIN_BUDGET} and {MAX_BUDGET}, got {value}")
+    return value
+
+
+def positive_int(field: str, value: Any, *, optional: bool = True) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidRequest(field, f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def query(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest("query", f"must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidRequest("query", "must not contain a NUL character")
+    return value[:MAX_MEMORY]
+
+
+CAUSES = frozenset({"stated", "corrected", "forgotten", "read_from_memory", "rejected"})
+
+
+def changes(value: Any) -> frozenset[str] | None:
+    """None (the default rule), ``"all"``, or a collection of end causes to tell."""
+    if value is None:
+        return None
+    if value == "all":
+        return CAUSES
+    if isinstance(value, str):
+        value = [value]
+    try:
+        chosen = frozenset(value)
+    except TypeError:
+        raise InvalidRequest("changes", f"must be None, 'all' or a list of causes, got {value!r}") from None
+    unknown = chosen - CAUSES
+    if unknown:
+        raise InvalidRequest("changes", f"unknown causes {sorted(map(str, unknown))}; known: {sorted(CAUSES)}")
+    return chosen

@@ -1,0 +1,18 @@
+"""Small helpers shared by the engine's tests."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from korely_memory import MemoryEngine
+from korely_memory.models import Base
+
+
+def snapshot(engine: MemoryEngine) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table, in primary-key order: equal snapshots mean an unchanged database."""
+    out = {}
+    with engine.db.connect() as conn:
+        for table in Base.metadata.sorted_tables:
+            rows = conn.execute(sa.select(table).order_by(*table.primary_key.columns)).all()
+            out[table.name] = [tuple(r) for r in rows]
+    return out

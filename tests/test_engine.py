@@ -1,0 +1,116 @@
+"""The engine object: where it keeps its data, its async twins, and what it imports."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import korely_memory
+from korely_memory import Identity, MemoryEngine, NotFound
+
+GIULIA = Identity("acme", "giulia", "support-copilot")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_public_names_are_pinned() -> None:
+    assert korely_memory.__all__ == sorted(korely_memory.__all__)
+    assert set(korely_memory.__all__) == {
+        "Change", "ContextBlock", "ErasureReport", "Fact", "Identity", "InvalidRequest", "KorelyError",
+        "LimitExceeded", "Memory", "MemoryEngine", "NotCurrent", "NotFound", "PermissionDenied", "Scope",
+        "TrimReport",
+    }
+
+
+def test_importing_the_engine_pulls_in_no_agent_framework() -> None:
+    code = (
+        "import sys, korely_memory\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core', 'llama_index', 'openai')]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_default_url_is_a_sqlite_file_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KORELY_DATABASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with MemoryEngine() as engine:
+        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+    assert (tmp_path / "korely-memory.db").exists()
+    with MemoryEngine() as again:
+        assert [f.content for f in again.get_facts(GIULIA)] == ["Giulia lives in Rome"]
+
+
+def test_environment_url_is_used_when_none_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KORELY_DATABASE_URL", db_url)
+    with MemoryEngine() as engine:
+        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        assert engine.url.get_backend_name() == db_url.split(":")[0].split("+")[0]
+    assert not (tmp_path / "korely-memory.db").exists()
+    with MemoryEngine(db_url) as direct:
+        assert len(direct.get_facts(GIULIA)) == 1
+
+
+def test_in_memory_sqlite_is_one_database_across_threads() -> None:
+    with MemoryEngine("sqlite://") as engine:
+        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        seen: list[int] = []
+        errors: list[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                engine.remember(GIULIA, f"k{i}", f"fact {i}")
+                seen.append(len(engine.get_facts(GIULIA)))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and min(seen) >= 2
+        assert len(engine.get_facts(GIULIA)) == 9
+
+
+async def test_async_twins_give_the_same_results(engine: MemoryEngine) -> None:
+    rome = await engine.aremember(GIULIA, "home-city", "Giulia lives in Rome")
+    milan = await engine.acorrect(GIULIA, "home-city", "Giulia lives in Milan")
+    assert await engine.aget_facts(GIULIA) == engine.get_facts(GIULIA) == [milan]
+    assert await engine.ahistory(GIULIA, "home-city") == engine.history(GIULIA, "home-city")
+    assert [f.id for f in engine.history(GIULIA, "home-city")] == [rome.id, milan.id]
+    ended = await engine.aforget(GIULIA, "home-city")
+    assert ended.id == milan.id and ended.end_cause == "forgotten"
+    with pytest.raises(NotFound):
+        await engine.aforget(GIULIA, "home-city")
+    engine.remember(GIULIA, "plan", "Pro plan")
+    assert (await engine.aget_context(GIULIA, "plan")).text == engine.get_context(GIULIA, "plan").text
+    results = await asyncio.gather(*(engine.aremember(GIULIA, f"k{i}", f"v{i}") for i in range(5)))
+    assert len({f.id for f in results}) == 5
+
+
+def test_every_public_method_has_an_async_twin() -> None:
+    public = [n for n in dir(MemoryEngine) if not n.startswith("_") and callable(getattr(MemoryEngine, n))]
+    for name in public:
+        if name in ("close",) or name.startswith("a") and name[1:] in public:
+            continue
+        assert asyncio.iscoroutinefunction(getattr(MemoryEngine, "a" + name)), name
+
+
+def test_quickstart_runs_offline(tmp_path: Path) -> None:
+    env = {**os.environ, "KORELY_DATABASE_URL": f"sqlite:///{tmp_path}/quickstart.db"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Giulia lives in Milan" in out.stdout
+    assert "## Known facts" in out.stdout
