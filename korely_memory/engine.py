@@ -7,9 +7,11 @@ sees half a change, and a failure leaves the database as it was.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import functools
-from collections.abc import Callable, Coroutine, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
@@ -67,7 +69,21 @@ class MemoryEngine:
         self.count_tokens = TokenCounter(tokenizer)
         embed_fn = ranking.as_embed(embed)
         self._semantic = ranking.Semantic(embed_fn) if embed_fn else None
+        # In-memory SQLite is one connection shared by every thread: take turns on it.
+        self._serial: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if database.is_memory_sqlite(self.url) else contextlib.nullcontext()
+        )
         Base.metadata.create_all(self.db)
+
+    def _write(self, work: Callable[[Connection], R]) -> R:
+        with self._serial:
+            return database.run_write(self.db, work)  # type: ignore[no-any-return]
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A read-only transaction: one consistent snapshot, no locks taken."""
+        with self._serial, self.db.connect() as conn, conn.begin():
+            yield conn
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -141,7 +157,7 @@ class MemoryEngine:
             )
             return self._fact(conn, new_id)
 
-        return database.run_write(self.db, work)
+        return self._write(work)
 
     def correct(
         self, who: Identity, key: str, content: str, *, valid_from: dt.datetime | dt.date | None = None
@@ -180,7 +196,7 @@ class MemoryEngine:
             )
             return self._fact(conn, new_id)
 
-        return database.run_write(self.db, work)
+        return self._write(work)
 
     def forget(self, who: Identity, key: str, *, at: dt.datetime | dt.date | None = None) -> Fact:
         """End the true fact under ``key``; returns the fact it ended. ``NotFound`` if there is none."""
@@ -195,7 +211,7 @@ class MemoryEngine:
             versions.end_version(conn, old.id, cause="forgotten", now=now, invalid_at=end or now)
             return self._fact(conn, old.id)
 
-        return database.run_write(self.db, work)
+        return self._write(work)
 
     def _target(self, conn: Connection, who: Identity, key: str, verb: str) -> Fact:
         own = versions.own_current(conn, who, key)
@@ -269,7 +285,7 @@ class MemoryEngine:
                 )
             return self._fact(conn, fid)
 
-        return database.run_write(self.db, work)
+        return self._write(work)
 
     def proposals(self, account: str, agent: str | None = None) -> list[Fact]:
         """The review queue: account facts waiting for an administrator, oldest first."""
@@ -278,7 +294,7 @@ class MemoryEngine:
         where = [facts.c.account == account, facts.c.scope == versions.PROPOSED, versions.IS_TRUE]
         if agent is not None:
             where.append(facts.c.agent == agent)
-        with self.db.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(sa.select(facts).where(*where).order_by(facts.c.recorded_at, facts.c.id))
             return [Fact.from_row(r) for r in rows]
 
@@ -294,7 +310,7 @@ class MemoryEngine:
             if exists is None:
                 conn.execute(admins.insert().values(account=account, user=user))
 
-        database.run_write(self.db, work)
+        self._write(work)
 
     def revoke_admin(self, account: str, user: str) -> None:
         """Take administration of ``account`` away from ``user``."""
@@ -309,7 +325,7 @@ class MemoryEngine:
         """Whether ``user`` administers ``account`` (the application's ``is_admin`` when given)."""
         v.name("account", account)
         v.name("user", user)
-        with self.db.connect() as conn:
+        with self._read() as conn:
             return self._admin(conn, account, user)
 
     def _admin(self, conn: Connection, account: str, user: str) -> bool:
@@ -341,7 +357,7 @@ class MemoryEngine:
         v.name("reader", reader, optional=True)
         if not isinstance(include_invalidated, bool):
             raise InvalidRequest("include_invalidated", "must be True or False")
-        with self.db.connect() as conn, conn.begin():
+        with self._read() as conn:
             if include_invalidated:
                 found = [
                     f
@@ -361,7 +377,7 @@ class MemoryEngine:
         """Every version of ``key`` that ``who`` may see, oldest first."""
         who = v.identity(who)
         key = v.key(key)
-        with self.db.connect() as conn:
+        with self._read() as conn:
             return [
                 f
                 for f in versions.every_version(conn, who, key)
@@ -396,7 +412,7 @@ class MemoryEngine:
         v.changes(changes)
         at = v.moment("as_of", as_of)
         known = v.moment("known_as_of", known_as_of)
-        with self.db.connect() as conn, conn.begin():
+        with self._read() as conn:
             if at is None and known is None:
                 found = versions.visible(conn, who)
                 kept = recall.recent(conn, who)
@@ -439,7 +455,7 @@ class MemoryEngine:
         """Keep free text (a conversation excerpt, a note) for recall, up to 16,000 characters."""
         who = v.identity(who)
         body = v.content(content, limit=v.MAX_MEMORY)
-        return database.run_write(self.db, lambda conn: recall.add(conn, who, body, utcnow()))
+        return self._write(lambda conn: recall.add(conn, who, body, utcnow()))
 
     def forget_memory(self, who: Identity, memory_id: int) -> Memory:
         """Remove a memory's text and end the facts read from it; their words are never told again."""
@@ -451,14 +467,14 @@ class MemoryEngine:
             recall.forget(conn, memory, utcnow())
             return memory
 
-        return database.run_write(self.db, work)
+        return self._write(work)
 
     def search_memories(self, who: Identity, query: str, *, limit: int = 5) -> list[Memory]:
         """The memories most relevant to ``query``, best first."""
         who = v.identity(who)
         text = v.query(query) or ""
         top = v.positive_int("limit", limit, optional=False)
-        with self.db.connect() as conn:
+        with self._read() as conn:
             kept = recall.recent(conn, who)
         return self._relevant(text, kept)[:top]
 
