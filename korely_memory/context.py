@@ -86,14 +86,18 @@ def render(
     count: TokenCounter,
     changed_more: int | None = 0,
     rank: Callable[[Sequence[Fact]], Sequence[Fact]] | None = None,
+    waiting: bool | None = None,
 ) -> ContextBlock:
     """Fit the candidates to ``budget`` tokens.
 
     ``facts`` come newest first; ``rank`` reorders them by relevance, and is
     called only when they do not all fit. ``changed_more`` counts pending
-    changes beyond ``changes``.
+    changes beyond ``changes``. Facts keep half the room when ``waiting``
+    (default: a memory or a change is there to be shown).
     """
-    pick = _choose(facts, memories, changes, budget, count, rank)
+    if waiting is None:
+        waiting = bool(memories or changes)
+    pick = _choose(facts, memories, changes, budget, count, rank, waiting)
     while True:
         segments = _segments(pick)
         tokens = count.total(segments)
@@ -123,6 +127,7 @@ def _choose(
     budget: int,
     count: TokenCounter,
     rank: Callable[[Sequence[Fact]], Sequence[Fact]] | None,
+    waiting: bool,
 ) -> _Pick:
     def cost(line: str) -> int:
         return count(line + "\n")
@@ -131,7 +136,6 @@ def _choose(
         return cost(title) + 1  # the blank line that ends a section
 
     left = budget - count(STABLE + "\n\n")
-    waiting = bool(memories) or bool(changes)
 
     fact_room = left // 2 if waiting else left
     chosen: list[Fact] = []

@@ -26,6 +26,7 @@ from sqlalchemy.pool import StaticPool
 
 DEFAULT_URL = "sqlite:///korely-memory.db"
 WRITE = "korely_write"
+WAIT = "korely_wait"  # seconds a mark transaction may wait for the write lock before giving way
 WRITE_WAIT = 5.0  # seconds a writer waits for another writer's lock
 
 # PostgreSQL SQLSTATEs after which a write transaction is simply run again.
@@ -86,10 +87,51 @@ def _create_sqlite(url: URL, write_wait: float) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        writing = conn.get_execution_options().get(WRITE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
+        options = conn.get_execution_options()
+        if not options.get(WRITE, False):
+            conn.exec_driver_sql("BEGIN")
+        elif options.get(WAIT) is None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            _begin_within(conn, options[WAIT], write_wait)
 
     return engine
+
+
+def _begin_within(conn: Connection, wait: float, write_wait: float) -> None:
+    """BEGIN IMMEDIATE, giving up after ``wait`` seconds.
+
+    SQLite's own busy handler sleeps in growing steps and overshoots a short
+    timeout under load, so the wait is bounded here with short sleeps.
+    """
+    deadline = time.monotonic() + wait
+    conn.exec_driver_sql("PRAGMA busy_timeout=0")
+    try:
+        delay = 0.001
+        while True:
+            try:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                return
+            except OperationalError as exc:
+                if _sqlite_code(exc) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    raise
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.02)
+    finally:
+        conn.exec_driver_sql(f"PRAGMA busy_timeout={int(write_wait * 1000)}")
+
+
+@contextlib.contextmanager
+def marking(engine: Engine, wait: float) -> Iterator[Connection]:
+    """A write transaction that waits at most ``wait`` seconds for a lock another transaction holds."""
+    options = {WRITE: True, WAIT: wait}
+    with engine.connect().execution_options(**options) as conn, conn.begin():
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(wait * 1000)}ms'")
+        yield conn
 
 
 def namespace_lock(conn: Connection, *parts: str | None) -> None:

@@ -16,19 +16,21 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import DBAPIError
 
-from . import context, database, facts as versions, memories as recall, ranking, validation as v
+from . import context, database, erasure, facts as versions, memories as recall, notices, ranking, validation as v
 from .errors import InvalidRequest, LimitExceeded, NotCurrent, NotFound, PermissionDenied
 from .identity import Identity, Scope
 from .models import Base, admins, facts
 from .tokens import TokenCounter
-from .types import ContextBlock, Fact, Memory
+from .types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
 
 P = ParamSpec("P")
 R = TypeVar("R")
 E = TypeVar("E")
 
 IsAdmin = Callable[[str, str], bool]
+MARK_WAIT = 0.2  # seconds a read waits for a lock on its marks before giving way
 
 
 def _twin(method: Callable[Concatenate[E, P], R]) -> Callable[Concatenate[E, P], Coroutine[Any, Any, R]]:
@@ -385,7 +387,12 @@ class MemoryEngine:
             ]
 
     def _mark_read(self, who: Identity, reader: str, shown: Sequence[Fact]) -> None:
-        """Keep read marks for the facts handed to ``reader`` (agent notices)."""
+        """Keep read marks for the facts handed to ``reader``, so it hears when they change."""
+        with self._read() as conn:
+            held = notices.marks_of(conn, who.account, reader, [f.id for f in shown])
+        todo = notices.plan(shown, held, (), utcnow())
+        if todo:
+            self._settle(who.account, reader, todo, utcnow())
 
     # -- the context block --------------------------------------------------------
 
@@ -409,9 +416,11 @@ class MemoryEngine:
         text = v.query(query)
         v.name("reader", reader, optional=True)
         budget = v.token_budget(token_budget)
-        v.changes(changes)
+        kinds = v.changes(changes)
         at = v.moment("as_of", as_of)
         known = v.moment("known_as_of", known_as_of)
+        marking = reader is not None and at is None and known is None
+        resolved = notices.Resolved()
         with self._read() as conn:
             if at is None and known is None:
                 found = versions.visible(conn, who)
@@ -420,15 +429,50 @@ class MemoryEngine:
                 found = versions.as_of(versions.every_version(conn, who), at=at, known=known, who=who)
                 until = min(t for t in (at, known) if t is not None)
                 kept = [m for m in recall.recent(conn, who) if m.created_at <= until]
-        found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
-        return context.render(
-            facts=found,
-            memories=self._relevant(text, kept),
-            changes=(),
-            budget=budget,
-            count=self.count_tokens,
-            rank=(lambda fs: self._rank(text, fs)) if text else None,
-        )
+            if marking:
+                resolved = notices.resolve(conn, who, notices.pending(conn, who, reader), kinds)
+            found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
+            relevant = self._relevant(text, kept)
+
+            def draw(changes: Sequence[Change], more: int | None) -> ContextBlock:
+                return context.render(
+                    facts=found,
+                    memories=relevant,
+                    changes=changes,
+                    budget=budget,
+                    count=self.count_tokens,
+                    changed_more=more,
+                    rank=(lambda fs: self._rank(text, fs)) if text else None,
+                    waiting=bool(relevant or resolved.tellable),
+                )
+
+            block = draw(resolved.tellable, 0)
+            if not marking:
+                return block
+            assert reader is not None
+            held = notices.marks_of(conn, who.account, reader, [f.id for f in block.facts])
+        claims = [i for c in block.changed for i in resolved.claims[c.was.id]] + resolved.silent
+        now = utcnow()
+        todo = notices.plan(block.facts, held, claims, now)
+        if not todo:
+            return block
+        claimed = self._settle(who.account, reader, todo, now)
+        if claimed is None:
+            return draw((), None)
+        told = [c for c in block.changed if c.was.id in claimed]
+        if len(told) < len(block.changed):
+            return draw(told, len(resolved.tellable) - len(block.changed))
+        return block
+
+    def _settle(self, account: str, reader: str, todo: notices.Plan, now: dt.datetime) -> set[int] | None:
+        """Write a read's marks and claims; None when a lock or a failing disk made it give way."""
+        try:
+            with self._serial, database.marking(self.db, MARK_WAIT) as conn:
+                return notices.settle(conn, account, reader, todo, now)
+        except DBAPIError as exc:
+            if not database.gives_way(exc):
+                raise
+            return None
 
     def _scores(self, query: str, docs: Sequence[str]) -> list[float]:
         if self._semantic is not None:
@@ -484,6 +528,30 @@ class MemoryEngine:
             raise NotFound(f"no memory {memory_id} for this identity")
         return memory
 
+    # -- erasure and upkeep -----------------------------------------------------------
+
+    def erase_user(self, account: str, user: str) -> ErasureReport:
+        """Delete, physically and at once, everything about ``user`` in ``account`` (SPEC §8)."""
+        v.name("account", account)
+        v.name("user", user)
+        report = self._write(lambda conn: erasure.erase(conn, account, user, utcnow()))
+        if self.db.dialect.name == "sqlite" and not database.is_memory_sqlite(self.url):
+            # The erased pages may still sit in the write-ahead log: fold it in and empty it.
+            with self._serial, self.db.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        return report
+
+    def delete_reader(self, account: str, reader: str) -> int:
+        """Delete every read mark kept for ``reader`` in ``account``; returns how many."""
+        v.name("account", account)
+        v.name("reader", reader)
+        return self._write(lambda conn: erasure.delete_reader(conn, account, reader))
+
+    def trim(self, now: dt.datetime | dt.date | None = None) -> TrimReport:
+        """Remove marks 90 days after their last read, and marks whose change was told. Run it hourly."""
+        moment = v.moment("now", now) or utcnow()
+        return self._write(lambda conn: erasure.trim(conn, moment))
+
     def _fact(self, conn: Connection, fact_id: int) -> Fact:
         fact = versions.by_id(conn, fact_id)
         assert fact is not None
@@ -504,6 +572,9 @@ class MemoryEngine:
     aadd_memory = _twin(add_memory)
     aforget_memory = _twin(forget_memory)
     asearch_memories = _twin(search_memories)
+    aerase_user = _twin(erase_user)
+    adelete_reader = _twin(delete_reader)
+    atrim = _twin(trim)
 
 
 def versions_lock(conn: Connection, who: Identity, key: str, *, shared: bool = False) -> None:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .identity import Identity, Scope
-from .models import facts
+from .models import facts, marks
 from .types import Fact
 
 ACCOUNT = Scope.ACCOUNT.value
@@ -121,6 +121,8 @@ def end_version(
         .where(facts.c.id == fact_id)
         .values(invalid_at=invalid_at, ended_recorded_at=now, end_cause=cause, **also)
     )
+    # Readers that were handed this fact now have something to be told.
+    conn.execute(marks.update().where(marks.c.fact_id == fact_id, marks.c.ended_at.is_(None)).values(ended_at=now))
 
 
 def replace(

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 
 from .facts import owner_key
 from .identity import Identity
-from .models import facts, memories
+from .models import facts, marks, memories
 from .types import Memory
 
 RECENT = 200  # memories looked at for one block, newest first
@@ -53,6 +53,12 @@ def recent(conn: Connection, who: Identity, limit: int = RECENT) -> list[Memory]
 
 def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
     """Remove the memory's text and end the facts read from it; their words go too. Returns facts ended."""
+    read_from_it = sa.select(facts.c.id).where(
+        facts.c.source_memory_id == memory.id, facts.c.ended_recorded_at.is_(None)
+    )
+    conn.execute(
+        marks.update().where(marks.c.fact_id.in_(read_from_it), marks.c.ended_at.is_(None)).values(ended_at=now)
+    )
     ended = conn.execute(
         facts.update()
         .where(facts.c.source_memory_id == memory.id, facts.c.ended_recorded_at.is_(None))

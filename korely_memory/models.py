@@ -68,6 +68,7 @@ class Base(DeclarativeBase):
 _TRUE = "ended_recorded_at IS NULL"
 _PERSONAL = f"{_TRUE} AND (scope IS NULL OR scope <> 'account')"
 _ACCOUNT = f"{_TRUE} AND scope = 'account'"
+_PENDING = "ended_at IS NOT NULL AND told_at IS NULL"
 
 
 class FactRow(Base):
@@ -150,13 +151,23 @@ class MarkRow(Base):
     # The user the fact is about ('' for account facts and agent-team memory).
     subject: Mapped[str] = mapped_column(String(NAME))
     first_read_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    # Kept to the hour, so a steady read with nothing pending writes nothing.
     last_read_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    # Set in the transaction that ends the fact: what a reader has to be told is
+    # found through a small partial index instead of a join over every mark.
+    ended_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     told_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         Index("ix_korely_marks_fact", "fact_id"),
         Index("ix_korely_marks_subject", "account", "subject"),
         Index("ix_korely_marks_last_read", "last_read_at"),
+        Index(
+            "ix_korely_marks_pending",
+            "account", "reader", "subject",
+            sqlite_where=text(_PENDING),
+            postgresql_where=text(_PENDING),
+        ),
     )
 
 
