@@ -266,8 +266,9 @@ class MemoryEngine:
             if confirm:
                 replaced = versions.account_current(conn, subject, fact.key)
                 if replaced is not None:
+                    cause = "read_from_memory" if fact.source_memory_id is not None else "stated"
                     versions.end_version(
-                        conn, replaced.id, cause="stated", now=now, invalid_at=now, replaced_by_id=fact.id
+                        conn, replaced.id, cause=cause, now=now, invalid_at=now, replaced_by_id=fact.id
                     )
                 conn.execute(
                     facts.update()
