@@ -1,0 +1,125 @@
+"""A chatbot that remembers its user across conversations, on a LlamaIndex FunctionAgent.
+
+    python examples/llamaindex_chatbot.py --demo     # a fixed script of two conversations, no input
+    python examples/llamaindex_chatbot.py            # chat; run it again and it still knows you
+
+Without ``OPENAI_API_KEY`` a small scripted model stands in for the LLM, so the
+example runs offline; with it, the agent runs on OpenAI (``pip install
+llama-index-llms-openai``). Facts are kept in ``--db`` (a SQLAlchemy URL or a
+SQLite file), else in ``$KORELY_DATABASE_URL``, else in ``./korely-memory.db``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from korely_memory import Identity, MemoryEngine
+from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
+from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+from llama_index.core.llms import LLM
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.memory.korely import KorelyMemory, korely_tools
+
+SYSTEM_PROMPT = (
+    "You are a friendly assistant. When the user tells you something about themselves that will still "
+    "matter in a later conversation, keep it with the remember tool; correct or forget it when it changes. "
+    "What you kept earlier is in your memory section."
+)
+DEMO = [
+    ["Hi! I live in Rome."],
+    ["Where do I live?"],
+]
+
+
+class OfflineLLM(MockFunctionCallingLLM):
+    """A stand-in model: keeps "I live in X" with the remember tool and answers "where do I live?" from memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.response_generator = _respond
+
+
+def _respond(messages: Sequence[ChatMessage], **_: Any) -> ChatMessage:
+    last = messages[-1]
+    if last.role == "tool":
+        return ChatMessage(role="assistant", content=f"Got it. ({last.content})")
+    text = last.content or ""
+    moved = re.search(r"\bI (?:live in|moved to) ([A-Z][\w' -]*\w)", text, re.IGNORECASE)
+    if moved:
+        fact = f"The user lives in {moved.group(1)}"
+        arguments = {"key": "home-city", "content": fact}
+        call = ToolCallBlock(tool_call_id="call-1", tool_name="remember", tool_kwargs=arguments)
+        return ChatMessage(role="assistant", blocks=[call])
+    if re.search(r"where do I live", text, re.IGNORECASE):
+        memory = "\n".join(m.content or "" for m in messages if m.role == "system")
+        known = re.search(r"^- home-city: (.+?)(?: \(since [^)]*\))?$", memory, re.MULTILINE)
+        if known:
+            return ChatMessage(role="assistant", content=f"From what you told me before: {known.group(1)}.")
+        return ChatMessage(role="assistant", content="I don't know yet. Tell me where you live and I will remember.")
+    return ChatMessage(
+        role="assistant",
+        content="(offline model) Tell me where you live, or ask me where you live.",
+    )
+
+
+def make_llm() -> LLM:
+    """OpenAI when ``OPENAI_API_KEY`` is set, the offline stand-in otherwise."""
+    if os.environ.get("OPENAI_API_KEY"):
+        from llama_index.llms.openai import OpenAI
+
+        return OpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+    return OfflineLLM()
+
+
+async def converse(engine: MemoryEngine, who: Identity, agent: FunctionAgent, turns: Sequence[str] | None) -> None:
+    """One conversation: a fresh short-term memory, the facts kept from earlier ones."""
+    memory = KorelyMemory.from_defaults(engine, who, reader="chatbot")
+    scripted = list(turns) if turns is not None else None
+    while True:
+        if scripted is None:
+            try:
+                text = input("you: ").strip()
+            except EOFError:
+                return
+            if not text or text in {"quit", "exit"}:
+                return
+        elif scripted:
+            text = scripted.pop(0)
+            print(f"you: {text}")
+        else:
+            return
+        handler = agent.run(user_msg=text, memory=memory)
+        async for event in handler.stream_events():
+            if isinstance(event, ToolCallResult):
+                print(f"  [{event.tool_name}({event.tool_kwargs}) -> {event.tool_output.content}]")
+        output = await handler
+        print(f"bot: {output.response.content}")
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--demo", action="store_true", help="run a fixed script of two conversations")
+    parser.add_argument("--db", help="SQLAlchemy URL or SQLite file for the facts")
+    parser.add_argument("--account", default="acme")
+    parser.add_argument("--user", default="giulia")
+    args = parser.parse_args(argv)
+
+    url = args.db if args.db is None or "://" in args.db else f"sqlite:///{args.db}"
+    who = Identity(account=args.account, user=args.user, agent="chatbot")
+    with MemoryEngine(url) as engine:
+        agent = FunctionAgent(llm=make_llm(), tools=korely_tools(engine, who), system_prompt=SYSTEM_PROMPT)
+        if not args.demo:
+            await converse(engine, who, agent, None)
+            return
+        for number, turns in enumerate(DEMO, start=1):
+            print(f"--- conversation {number}")
+            await converse(engine, who, agent, turns)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

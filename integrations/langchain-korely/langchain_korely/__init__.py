@@ -1,0 +1,39 @@
+"""korely-memory for LangChain: facts an agent keeps between conversations.
+
+    from korely_memory import Identity, MemoryEngine
+    from langchain.agents import create_agent
+    from langchain_korely import KorelyMiddleware
+
+    agent = create_agent(model, middleware=[KorelyMiddleware(MemoryEngine(), reader="support-bot")])
+    agent.invoke({"messages": [("user", "Hi")]}, context=Identity("acme", "giulia", "support"))
+
+`KorelyMemory` (for legacy chains) needs the `classic` extra.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langchain_korely.middleware import KorelyMiddleware
+from langchain_korely.tools import KorelyCorrect, KorelyForget, KorelyRemember, korely_tools
+
+if TYPE_CHECKING:
+    from langchain_korely.memory import KorelyMemory
+
+__all__ = [
+    "KorelyCorrect",
+    "KorelyForget",
+    "KorelyMemory",
+    "KorelyMiddleware",
+    "KorelyRemember",
+    "korely_tools",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # langchain-classic is optional: import it only when KorelyMemory is asked for.
+    if name == "KorelyMemory":
+        from langchain_korely.memory import KorelyMemory
+
+        return KorelyMemory
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

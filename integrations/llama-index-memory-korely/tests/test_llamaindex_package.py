@@ -1,0 +1,20 @@
+"""The distribution's shape: LlamaIndex's namespace layout and a pinned public surface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llama_index.memory.korely as korely
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def test_public_names_are_pinned() -> None:
+    assert korely.__all__ == ["KorelyMemory", "KorelyMemoryBlock", "block_room", "engine_tokenizer", "korely_tools"]
+
+
+def test_llama_index_and_memory_stay_namespace_packages() -> None:
+    assert not (PACKAGE / "llama_index" / "__init__.py").exists()
+    assert not (PACKAGE / "llama_index" / "memory" / "__init__.py").exists()
+    assert (PACKAGE / "llama_index" / "memory" / "korely" / "__init__.py").exists()
+    assert (PACKAGE / "llama_index" / "memory" / "korely" / "py.typed").exists()
