@@ -12,7 +12,7 @@ import datetime as dt
 import functools
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
@@ -42,7 +42,7 @@ def _twin(method: Callable[Concatenate[E, P], R]) -> Callable[Concatenate[E, P],
 
     twin.__name__ = twin.__qualname__ = "a" + method.__name__
     twin.__doc__ = f"Async twin of :meth:`{method.__name__}`, run in a worker thread."
-    return twin
+    return cast(Callable[Concatenate[E, P], Coroutine[Any, Any, R]], twin)
 
 
 def utcnow() -> dt.datetime:
@@ -124,8 +124,8 @@ class MemoryEngine:
         content = v.content(content)
         stored_scope = v.scope(scope).value
         start = v.moment("valid_from", valid_from)
-        source = v.positive_int("source_memory_id", source_memory_id)
-        ceiling = v.positive_int("max_facts", max_facts)
+        source = v.optional_count("source_memory_id", source_memory_id)
+        ceiling = v.optional_count("max_facts", max_facts)
 
         def work(conn: Connection) -> Fact:
             versions_lock(conn, who, key)
@@ -226,7 +226,7 @@ class MemoryEngine:
         if who.user is None or not self._admin(conn, who.account, who.user):
             raise PermissionDenied(
                 f"{key!r} is an account fact: only an administrator may {verb} it; "
-                "remember(key, content, scope='account') proposes a replacement"
+                "record the person's own fact under the key instead, or propose a change for review"
             )
         return shared
 
@@ -242,13 +242,14 @@ class MemoryEngine:
 
     def _review(self, admin: Identity, fact_id: int, *, confirm: bool) -> Fact:
         admin = v.identity(admin, "admin")
-        if admin.user is None:
+        reviewer = admin.user
+        if reviewer is None:
             raise PermissionDenied("a review needs an administrator: admin.user is None")
-        fid = v.positive_int("fact_id", fact_id, optional=False)
+        fid = v.count("fact_id", fact_id)
 
         def work(conn: Connection) -> Fact:
-            if not self._admin(conn, admin.account, admin.user):
-                raise PermissionDenied(f"{admin.user!r} is not an administrator of account {admin.account!r}")
+            if not self._admin(conn, admin.account, reviewer):
+                raise PermissionDenied(f"{reviewer!r} is not an administrator of account {admin.account!r}")
             fact = versions.by_id(conn, fid)
             if fact is None or fact.account != admin.account:
                 raise NotFound(f"no fact {fid} in account {admin.account!r}")
@@ -294,11 +295,13 @@ class MemoryEngine:
         """The review queue: account facts waiting for an administrator, oldest first."""
         v.name("account", account)
         v.name("agent", agent, optional=True)
-        where = [facts.c.account == account, facts.c.scope == versions.PROPOSED, versions.IS_TRUE]
+        where: list[sa.ColumnElement[bool]] = [facts.c.account == account, facts.c.scope == versions.PROPOSED]
         if agent is not None:
             where.append(facts.c.agent == agent)
         with self._read() as conn:
-            rows = conn.execute(sa.select(facts).where(*where).order_by(facts.c.recorded_at, facts.c.id))
+            rows = conn.execute(
+                sa.select(facts).where(versions.IS_TRUE, *where).order_by(facts.c.recorded_at, facts.c.id)
+            )
             return [Fact.from_row(r) for r in rows]
 
     def grant_admin(self, account: str, user: str) -> None:
@@ -430,7 +433,7 @@ class MemoryEngine:
                 found = versions.as_of(versions.every_version(conn, who), at=at, known=known, who=who)
                 until = min(t for t in (at, known) if t is not None)
                 kept = [m for m in recall.recent(conn, who) if m.created_at <= until]
-            if marking:
+            if reader is not None and marking:
                 resolved = notices.resolve(conn, who, notices.pending(conn, who, reader), kinds)
             found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
             relevant = self._relevant(text, kept)
@@ -505,7 +508,7 @@ class MemoryEngine:
     def forget_memory(self, who: Identity, memory_id: int) -> Memory:
         """Remove a memory's text and end the facts read from it; their words are never told again."""
         who = v.identity(who)
-        mid = v.positive_int("memory_id", memory_id, optional=False)
+        mid = v.count("memory_id", memory_id)
 
         def work(conn: Connection) -> Memory:
             memory = self._memory_of(conn, who, mid)
@@ -518,7 +521,7 @@ class MemoryEngine:
         """The memories most relevant to ``query``, best first."""
         who = v.identity(who)
         text = v.query(query) or ""
-        top = v.positive_int("limit", limit, optional=False)
+        top = v.count("limit", limit)
         with self._read() as conn:
             kept = recall.recent(conn, who)
         return self._relevant(text, kept)[:top]

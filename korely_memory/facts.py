@@ -91,7 +91,7 @@ def insert_version(
     confirmed_by: str | None = None,
     confirmed_at: dt.datetime | None = None,
 ) -> int:
-    return conn.execute(
+    new_id: int = conn.execute(
         facts.insert()
         .values(
             account=account,
@@ -111,6 +111,7 @@ def insert_version(
         )
         .returning(facts.c.id)
     ).scalar_one()
+    return new_id
 
 
 def end_version(

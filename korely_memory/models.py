@@ -8,7 +8,7 @@ not only the code, refuse a second true row for a key in one namespace.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     TypeDecorator,
     text,
@@ -48,9 +49,10 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
     def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=dt.timezone.utc)
-        return value.astimezone(dt.timezone.utc)
+        moment: dt.datetime = value
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=dt.timezone.utc)
+        return moment.astimezone(dt.timezone.utc)
 
 
 class Base(DeclarativeBase):
@@ -189,8 +191,9 @@ class ErasureRow(Base):
     erased_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
-facts = FactRow.__table__
-memories = MemoryRow.__table__
-marks = MarkRow.__table__
-admins = AdminRow.__table__
-erasures = ErasureRow.__table__
+# The tables themselves, for Core statements on the hot path.
+facts = cast(Table, FactRow.__table__)
+memories = cast(Table, MemoryRow.__table__)
+marks = cast(Table, MarkRow.__table__)
+admins = cast(Table, AdminRow.__table__)
+erasures = cast(Table, ErasureRow.__table__)

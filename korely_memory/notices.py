@@ -121,7 +121,7 @@ def _last_link(was: Fact, chain: dict[int, Fact]) -> Fact:
     link = was
     seen = {was.id}
     while link.replaced_by_id in chain and link.replaced_by_id not in seen:
-        nxt = chain[link.replaced_by_id]  # type: ignore[index]
+        nxt = chain[link.replaced_by_id]
         if nxt.is_current:
             break
         seen.add(nxt.id)

@@ -52,6 +52,7 @@ def identity(who: Any, field: str = "who") -> Identity:
             if not hasattr(who, attr):
                 raise InvalidRequest(field, "must be an Identity(account, user, agent)")
         who = Identity(who.account, who.user, who.agent)
+    assert isinstance(who, Identity)
     name("account", who.account)
     name("user", who.user, optional=True)
     name("agent", who.agent)
@@ -120,9 +121,13 @@ def token_budget(value: Any) -> int:
     return value
 
 
-def positive_int(field: str, value: Any, *, optional: bool = True) -> int | None:
-    if value is None and optional:
-        return None
+def optional_count(field: str, value: Any) -> int | None:
+    """None, or a non-negative integer."""
+    return None if value is None else count(field, value)
+
+
+def count(field: str, value: Any) -> int:
+    """A non-negative integer (an id, a ceiling, a limit)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidRequest(field, f"must be a non-negative integer, got {value!r}")
     return value
