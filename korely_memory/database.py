@@ -134,6 +134,17 @@ def marking(engine: Engine, wait: float) -> Iterator[Connection]:
         yield conn
 
 
+def create_schema(engine: Engine, metadata: sa.MetaData) -> None:
+    """Create the tables that are missing, safely when many processes start at once."""
+    with writing(engine) as conn:  # on SQLite, BEGIN IMMEDIATE already serialises this
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        metadata.create_all(conn)
+
+
+_SCHEMA_LOCK = 0x6B6F72656C79  # any constant the application does not use; spells "korely"
+
+
 def namespace_lock(conn: Connection, *parts: str | None) -> None:
     """Serialise writers of one key namespace (PostgreSQL; SQLite writers are serialised already)."""
     if conn.dialect.name != "postgresql":

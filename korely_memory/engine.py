@@ -75,7 +75,7 @@ class MemoryEngine:
         self._serial: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if database.is_memory_sqlite(self.url) else contextlib.nullcontext()
         )
-        Base.metadata.create_all(self.db)
+        database.create_schema(self.db, Base.metadata)
 
     def _write(self, work: Callable[[Connection], R]) -> R:
         with self._serial:

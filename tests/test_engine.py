@@ -114,3 +114,17 @@ def test_quickstart_runs_offline(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "Giulia lives in Milan" in out.stdout
     assert "## Known facts" in out.stdout
+
+
+def open_and_write(url: str, n: int) -> int:
+    with MemoryEngine(url) as engine:
+        engine.remember(Identity("acme", f"user{n}", "bot"), "k", f"fact {n}")
+        return len(engine.get_facts(Identity("acme", f"user{n}", "bot")))
+
+
+def test_many_processes_may_create_the_schema_at_once(db_url: str) -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(6) as pool:
+        assert pool.starmap(open_and_write, [(db_url, n) for n in range(6)]) == [1] * 6
