@@ -75,6 +75,8 @@ class MemoryEngine:
         self._serial: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if database.is_memory_sqlite(self.url) else contextlib.nullcontext()
         )
+        # PostgreSQL reads every statement of a block from one snapshot, as SQLite's WAL does.
+        self._snapshot = {"isolation_level": "REPEATABLE READ"} if self.db.dialect.name == "postgresql" else {}
         database.create_schema(self.db, Base.metadata)
 
     def _write(self, work: Callable[[Connection], R]) -> R:
@@ -84,7 +86,7 @@ class MemoryEngine:
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
         """A read-only transaction: one consistent snapshot, no locks taken."""
-        with self._serial, self.db.connect() as conn, conn.begin():
+        with self._serial, self.db.connect().execution_options(**self._snapshot) as conn, conn.begin():
             yield conn
 
     def close(self) -> None:
