@@ -1,12 +1,14 @@
 """A terminal chatbot that remembers you from one conversation to the next.
 
     python examples/langchain_chatbot.py               # chat; /new: new conversation, /quit: end
-    python examples/langchain_chatbot.py --demo        # a fixed script, no input needed
+    python examples/langchain_chatbot.py --demo        # a fixed script, offline, nothing kept
     python examples/langchain_chatbot.py --db chat.db  # keep memory in chat.db
 
-With OPENAI_API_KEY set (and `pip install langchain-openai`), a real model answers. Otherwise a
-scripted stand-in does: it understands "I live in <place>" and "Where do I live?", which is enough
-to see a fact recorded in one conversation and read back in the next.
+With OPENAI_API_KEY set (and `pip install langchain-openai`), a real model answers the chat.
+Otherwise, and always with --demo, a scripted stand-in does: it understands "I live in <place>" and
+"Where do I live?", which is enough to see a fact recorded in one conversation and read back in the
+next. The demo keeps its memory in an in-memory database unless --db names one: it reads no
+environment variable.
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ class ScriptedModel(BaseChatModel):
         return AIMessage(content="I'm a scripted stand-in: tell me where you live, or ask me.")
 
 
-def chat_model(user: str) -> BaseChatModel:
-    if os.environ.get("OPENAI_API_KEY"):
+def chat_model(user: str, demo: bool) -> BaseChatModel:
+    # The demo is the same on every machine: never a real model, even with a key set.
+    if not demo and os.environ.get("OPENAI_API_KEY"):
         from langchain_openai import ChatOpenAI
 
         return ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
@@ -84,7 +87,7 @@ def chat_model(user: str) -> BaseChatModel:
 def open_engine(db: str | None, demo: bool) -> MemoryEngine:
     if db:
         return MemoryEngine(db if "://" in db else f"sqlite:///{db}")
-    if demo and not os.environ.get("KORELY_DATABASE_URL"):
+    if demo:
         return MemoryEngine("sqlite://")  # the demo leaves nothing behind
     return MemoryEngine()
 
@@ -110,10 +113,13 @@ def _since_last_user_message(messages: list[BaseMessage]) -> list[BaseMessage]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--demo", action="store_true", help="run a fixed two-conversation script")
+    parser.add_argument(
+        "--demo", action="store_true", help="run a fixed two-conversation script, offline"
+    )
     parser.add_argument(
         "--db",
-        help="SQLite file or database URL (default: $KORELY_DATABASE_URL or ./korely-memory.db)",
+        help="SQLite file or database URL (default: $KORELY_DATABASE_URL or ./korely-memory.db; "
+        "with --demo, an in-memory database)",
     )
     parser.add_argument("--user", default="Alex", help="who is chatting (default: Alex)")
     args = parser.parse_args(argv)
@@ -121,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     engine = open_engine(args.db, args.demo)
     who = Identity(account="demo", user=args.user, agent="terminal-chatbot")
     agent = create_agent(
-        chat_model(args.user),
+        chat_model(args.user, args.demo),
         system_prompt=SYSTEM_PROMPT,
         middleware=[KorelyMiddleware(engine, reader="terminal-chatbot")],
         checkpointer=InMemorySaver(),

@@ -8,10 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from korely_memory import Identity, MemoryEngine
+from korely_memory.validation import MAX_MEMORY
 from langchain_classic.base_memory import BaseMemory
-
-# A memory holds at most this many characters (korely-memory's limit).
-_MEMORY_CHARS = 16_000
 
 
 class KorelyMemory(BaseMemory):
@@ -101,8 +99,8 @@ class KorelyMemory(BaseMemory):
         said = self._query(inputs) or ""
         answer = outputs[self._output_key(outputs)]
         text = f"Human: {said}\nAI: {answer}"
-        if len(text) > _MEMORY_CHARS:
-            text = text[: _MEMORY_CHARS - 1] + "…"
+        if len(text) > MAX_MEMORY:
+            text = text[: MAX_MEMORY - 1] + "…"
         return text
 
     def _output_key(self, outputs: dict[str, Any]) -> str:

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
-from korely_memory import Identity, MemoryEngine
+from korely_memory import MemoryEngine
+from korely_memory import validation as check
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
-    ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
     PrivateStateAttr,
 )
 from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 from langgraph.channels.untracked_value import UntrackedValue
-from langgraph.types import Command
+from langgraph.runtime import Runtime
 from typing_extensions import NotRequired
 
 from langchain_korely._identity import IdentityResolver, identity_from_context
@@ -38,12 +39,13 @@ class KorelyState(AgentState[Any]):
 class KorelyMiddleware(AgentMiddleware[KorelyState, Any]):
     """Puts the identity's memory into the system prompt and gives the agent its tools.
 
-    Before the first model call of each invocation (one user turn), it asks the
-    engine for the context block, with the latest user message as the query,
-    and appends it to the agent's own system prompt. Later model calls of the
-    same run reuse that block, so a "changed since you last read" notice is
-    spent only on a prompt the model sees. It also registers the `remember`,
-    `correct` and `forget` tools.
+    When an invocation (one user turn) starts, it asks the engine for the
+    context block once, with the latest user message as the query, and keeps
+    it in the run's state; every model call of that run, retries included,
+    gets the same block after the agent's own system prompt. A "changed since
+    you last read" notice is thus in every prompt of the run that reads it,
+    whatever other middleware does around the model call. It also registers
+    the `remember`, `correct` and `forget` tools.
 
     Example:
         ```python
@@ -85,8 +87,15 @@ class KorelyMiddleware(AgentMiddleware[KorelyState, Any]):
             identity_from: Where the identity comes from, given the run's
                 runtime; by default the run's context
                 (`agent.invoke(..., context=Identity(...))`).
+
+        Raises:
+            InvalidRequest: `reader`, `token_budget` or `changes` is not one the
+                engine takes; `field` names which.
         """
         super().__init__()
+        check.name("reader", reader, optional=True)
+        check.token_budget(token_budget)
+        check.changes(changes)
         self.engine = engine
         self.reader = reader
         self.token_budget = token_budget
@@ -94,42 +103,51 @@ class KorelyMiddleware(AgentMiddleware[KorelyState, Any]):
         self.identity_from: IdentityResolver = identity_from or identity_from_context
         self.tools = korely_tools(engine, max_facts, identity_from=identity_from)
 
+    def before_agent(self, state: KorelyState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """Read the block for this invocation and keep it in the run's state."""
+        return {_BLOCK: self._read(state["messages"], runtime)}
+
+    async def abefore_agent(self, state: KorelyState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """Async twin of `before_agent`."""
+        return await asyncio.to_thread(self.before_agent, state, runtime)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
-        """Call the model with the run's context block after the system prompt."""
-        kept = request.state.get(_BLOCK)
-        if isinstance(kept, str):
-            return handler(_with_block(request, kept))
-        read = self.engine.get_context(self._identity(request), **self._read_options(request))
-        return _keep_for_run(handler(_with_block(request, read.text)), read.text)
+    ) -> ModelResponse[Any]:
+        """Call the model with the run's block after the system prompt."""
+        block = _kept(request)
+        if block is None:
+            block = self._read(request.messages, request.runtime)
+        return handler(_with_block(request, block))
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+    ) -> ModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        kept = request.state.get(_BLOCK)
-        if isinstance(kept, str):
-            return await handler(_with_block(request, kept))
-        read = await self.engine.aget_context(
-            self._identity(request), **self._read_options(request)
-        )
-        return _keep_for_run(await handler(_with_block(request, read.text)), read.text)
+        block = _kept(request)
+        if block is None:
+            block = await asyncio.to_thread(self._read, request.messages, request.runtime)
+        return await handler(_with_block(request, block))
 
-    def _identity(self, request: ModelRequest[Any]) -> Identity:
-        return self.identity_from(request.runtime)
+    def _read(self, messages: Sequence[AnyMessage], runtime: Runtime[Any]) -> str:
+        return self.engine.get_context(
+            self.identity_from(runtime),
+            _latest_user_text(messages),
+            reader=self.reader,
+            token_budget=self.token_budget,
+            changes=self.changes,
+        ).text
 
-    def _read_options(self, request: ModelRequest[Any]) -> dict[str, Any]:
-        return {
-            "query": _latest_user_text(request.messages),
-            "reader": self.reader,
-            "token_budget": self.token_budget,
-            "changes": self.changes,
-        }
+
+def _kept(request: ModelRequest[Any]) -> str | None:
+    # The state lacks the block only in a run resumed after an interrupt: it is
+    # not checkpointed, so each model call of such a run reads it anew.
+    block = request.state.get(_BLOCK)
+    return block if isinstance(block, str) else None
 
 
 def _latest_user_text(messages: Sequence[AnyMessage]) -> str | None:
@@ -150,7 +168,3 @@ def _with_block(request: ModelRequest[Any], block: str) -> ModelRequest[Any]:
         # Content blocks (e.g. with cache markers) stay as they are; ours goes last.
         merged = [*content, {"type": "text", "text": block}]
     return request.override(system_message=system.model_copy(update={"content": merged}))
-
-
-def _keep_for_run(response: ModelResponse[Any], block: str) -> ExtendedModelResponse[Any]:
-    return ExtendedModelResponse(model_response=response, command=Command(update={_BLOCK: block}))

@@ -8,7 +8,7 @@ refuses comes back to the model as a sentence it can act on.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine
@@ -56,6 +56,9 @@ class ForgetInput(_Arguments):
 
 
 class _KorelyTool(BaseTool):
+    # Each tool defines only `_run`: `ainvoke` runs it in a worker thread
+    # (BaseTool's own `_arun`), so sync and async share one body.
+
     engine: MemoryEngine
     """The memory the tool writes to."""
     identity_from: IdentityResolver | None = None
@@ -68,20 +71,6 @@ class _KorelyTool(BaseTool):
         who = self._identity(runtime)
         try:
             fact = write(who, *args, **options)
-        except KorelyError as error:
-            return self._refuse(error)
-        return self._done(fact)
-
-    async def _awrite(
-        self,
-        write: Callable[..., Awaitable[Any]],
-        runtime: ToolRuntime[Any, Any],
-        *args: Any,
-        **options: Any,
-    ) -> str:
-        who = self._identity(runtime)
-        try:
-            fact = await write(who, *args, **options)
         except KorelyError as error:
             return self._refuse(error)
         return self._done(fact)
@@ -117,11 +106,6 @@ class KorelyRemember(_KorelyTool):
     def _run(self, key: str, content: str, runtime: ToolRuntime[Any, Any]) -> str:
         return self._write(self.engine.remember, runtime, key, content, max_facts=self.max_facts)
 
-    async def _arun(self, key: str, content: str, runtime: ToolRuntime[Any, Any]) -> str:
-        return await self._awrite(
-            self.engine.aremember, runtime, key, content, max_facts=self.max_facts
-        )
-
     def _done(self, fact: Any) -> str:
         return f"Remembered {fact.key}: {fact.content}"
 
@@ -140,9 +124,6 @@ class KorelyCorrect(_KorelyTool):
     def _run(self, key: str, content: str, runtime: ToolRuntime[Any, Any]) -> str:
         return self._write(self.engine.correct, runtime, key, content)
 
-    async def _arun(self, key: str, content: str, runtime: ToolRuntime[Any, Any]) -> str:
-        return await self._awrite(self.engine.acorrect, runtime, key, content)
-
     def _done(self, fact: Any) -> str:
         return f"Corrected {fact.key}: {fact.content}"
 
@@ -159,9 +140,6 @@ class KorelyForget(_KorelyTool):
 
     def _run(self, key: str, runtime: ToolRuntime[Any, Any]) -> str:
         return self._write(self.engine.forget, runtime, key)
-
-    async def _arun(self, key: str, runtime: ToolRuntime[Any, Any]) -> str:
-        return await self._awrite(self.engine.aforget, runtime, key)
 
     def _done(self, fact: Any) -> str:
         return f"Forgot {fact.key}."

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from korely_memory import Identity, MemoryEngine
+from korely_memory import Identity, InvalidRequest, MemoryEngine
+from korely_memory.validation import MAX_BUDGET, MIN_BUDGET
 from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelRetryMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from pydantic import Field
 
 from langchain_korely import KorelyMiddleware
@@ -26,12 +34,17 @@ class ScriptedChatModel(GenericFakeChatModel):
     """Answers from a script, one reply per call, and records every prompt it receives."""
 
     received: list[list[BaseMessage]] = Field(default_factory=list)
+    failures: int = 0
+    """How many calls fail, with a connection error, before the script is followed."""
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
         return self
 
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
         self.received.append(list(messages))
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("the model is unreachable")
         return super()._generate(messages, *args, **kwargs)
 
     @property
@@ -252,17 +265,38 @@ async def test_concurrent_runs_for_different_users_see_only_their_own_memory(
     people = [Identity("acme", f"user-{i}", "support-copilot") for i in range(6)]
     for who in people:
         engine.remember(who, "home-city", f"{who.user} lives in city-{who.user}")
-    model = ScriptedChatModel(messages=itertools.repeat("ok"))
+
+    class PerUserModel(ScriptedChatModel):
+        """Calls a tool on each run's first model call, answers on the second."""
+
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+            self.received.append(list(messages))
+            if isinstance(messages[-1], ToolMessage):
+                reply = AIMessage(content="ok")
+            else:
+                asker = messages[-1].text.removeprefix("I am ")
+                reply = calls("remember", key="team", content=f"{asker} works in billing")
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    model = PerUserModel(messages=iter(()))
     agent = agent_with(model, engine)
 
-    await asyncio.gather(*(ask(agent, f"I am {who.user}", who, True) for who in people))
+    results = await asyncio.gather(*(ask(agent, f"I am {who.user}", who, True) for who in people))
 
-    assert len(model.received) == len(people)
+    assert [tool_replies(r) for r in results] == [
+        [f"Remembered team: {who.user} works in billing"] for who in people
+    ]
+    seen: dict[str, list[str]] = {}
     for prompt in model.received:
-        asker = prompt[-1].text.removeprefix("I am ")
-        facts = [line for line in prompt[0].text.splitlines() if "lives in" in line]
-        assert len(facts) == 1
-        assert f"home-city: {asker} lives in city-{asker}" in facts[0]
+        asker = next(m.text for m in prompt if isinstance(m, HumanMessage)).removeprefix("I am ")
+        seen.setdefault(asker, []).append(prompt[0].text)
+    assert sorted(seen) == sorted(who.user for who in people)
+    for asker, blocks in seen.items():
+        # Both model calls of a run saw that run's block, read before the tool wrote.
+        assert len(blocks) == 2
+        assert blocks[0] == blocks[1]
+        [fact] = [line for line in blocks[0].splitlines() if line.startswith("- ")]
+        assert fact.startswith(f"- home-city: {asker} lives in city-{asker} (since ")
 
 
 @pytest.mark.asyncio
@@ -290,3 +324,89 @@ async def test_a_run_without_identity_fails_with_a_clear_message(
     agent = agent_with(scripted("Hello."), engine)
     with pytest.raises(ValueError, match="context=Identity"):
         await ask(agent, "Hi", None, use_async)
+
+
+@pytest.mark.asyncio
+async def test_a_retried_model_call_still_tells_the_change(
+    engine: MemoryEngine, giulia: Identity, use_async: bool
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    model = scripted("Hello.", "You live in Milan.", "Still Milan.")
+    agent = create_agent(
+        model,
+        system_prompt=PROMPT,
+        # Listed first, the retry wraps KorelyMiddleware: each attempt goes through it again.
+        middleware=[
+            ModelRetryMiddleware(max_retries=1, initial_delay=0, jitter=False),
+            KorelyMiddleware(engine, reader="support-bot"),
+        ],
+    )
+    await ask(agent, "Hi", giulia, use_async)
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+
+    model.failures = 1
+    await ask(agent, "Where do I live?", giulia, use_async)
+    failed, answered = model.system_prompts[1:3]
+    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in answered
+    assert answered == failed
+
+    await ask(agent, "And now?", giulia, use_async)
+    assert CHANGED not in model.system_prompts[3]
+    assert "home-city: Giulia lives in Milan" in model.system_prompts[3]
+
+
+@pytest.mark.asyncio
+async def test_a_run_resumed_after_an_interrupt_still_sees_the_block(
+    engine: MemoryEngine, giulia: Identity, use_async: bool
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    model = scripted(calls("forget", key="home-city"), "Forgotten.")
+    agent = create_agent(
+        model,
+        system_prompt=PROMPT,
+        middleware=[
+            KorelyMiddleware(engine, reader="support-bot"),
+            HumanInTheLoopMiddleware(interrupt_on={"forget": True}),
+        ],
+        checkpointer=InMemorySaver(),
+    )
+    thread = {"configurable": {"thread_id": "t-1"}}
+    await ask(agent, "Forget where I live.", giulia, use_async, **thread)
+    approve = Command(resume={"decisions": [{"type": "approve"}]})
+    if use_async:
+        result = await agent.ainvoke(approve, config=thread, context=giulia)
+    else:
+        result = agent.invoke(approve, config=thread, context=giulia)
+
+    assert tool_replies(result) == ["Forgot home-city."]
+    before, after = model.system_prompts
+    assert "home-city: Giulia lives in Rome" in before
+    # The block is not checkpointed: the resumed run reads it again, after the tool wrote.
+    assert after.startswith(PROMPT + "\n\n")
+    assert "home-city" not in after
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"token_budget": MIN_BUDGET - 1}, "token_budget"),
+        ({"token_budget": MAX_BUDGET + 1}, "token_budget"),
+        ({"token_budget": "800"}, "token_budget"),
+        ({"reader": ""}, "reader"),
+        ({"reader": "support/bot"}, "reader"),
+        ({"reader": "x" * 256}, "reader"),
+        ({"changes": "renamed"}, "changes"),
+    ],
+)
+def test_bad_options_are_refused_when_the_middleware_is_made(
+    options: dict[str, Any], field: str
+) -> None:
+    with MemoryEngine("sqlite://") as engine, pytest.raises(InvalidRequest, match=field) as refused:
+        KorelyMiddleware(engine, **options)
+    assert refused.value.field == field
+
+
+@pytest.mark.parametrize("token_budget", [MIN_BUDGET, MAX_BUDGET])
+def test_the_budget_limits_are_accepted(token_budget: int) -> None:
+    with MemoryEngine("sqlite://") as engine:
+        assert KorelyMiddleware(engine, token_budget=token_budget).token_budget == token_budget

@@ -170,3 +170,10 @@ def test_a_context_without_identity_is_an_error_for_the_application(
     [remember, *_] = korely_tools(engine)
     with pytest.raises(ValueError, match="context=Identity"):
         remember.invoke({"key": "home-city", "content": "x", "runtime": runtime(context)})
+
+
+@pytest.mark.parametrize("tool_class", [KorelyRemember, KorelyCorrect, KorelyForget])
+def test_async_calls_run_the_sync_body_in_a_thread(tool_class: type[BaseTool]) -> None:
+    # One implementation per behaviour: `ainvoke` goes through BaseTool's `_arun`,
+    # which runs `_run` in a worker thread, rather than through a copied async body.
+    assert tool_class._arun is BaseTool._arun
