@@ -1,12 +1,14 @@
 """A chatbot that remembers its user across conversations, on a LlamaIndex FunctionAgent.
 
-    python examples/llamaindex_chatbot.py --demo     # a fixed script of two conversations, no input
+    python examples/llamaindex_chatbot.py --demo     # a fixed script, offline, nothing kept
     python examples/llamaindex_chatbot.py            # chat; run it again and it still knows you
 
-Without ``OPENAI_API_KEY`` a small scripted model stands in for the LLM, so the
-example runs offline; with it, the agent runs on OpenAI (``pip install
-llama-index-llms-openai``). Facts are kept in ``--db`` (a SQLAlchemy URL or a
-SQLite file), else in ``$KORELY_DATABASE_URL``, else in ``./korely-memory.db``.
+With ``OPENAI_API_KEY`` set (and ``pip install llama-index-llms-openai``), the
+agent runs on OpenAI. Otherwise, and always with ``--demo``, a small scripted
+model stands in, so the demo is the same on every machine and needs no network.
+Facts are kept in ``--db`` (a SQLAlchemy URL or a SQLite file); without it the
+demo uses an in-memory database, and a chat ``$KORELY_DATABASE_URL``, else
+``./korely-memory.db``.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.memory.korely import KorelyMemory, korely_tools
 
 SYSTEM_PROMPT = (
-    "You are a friendly assistant. When the user tells you something about themselves that will still "
-    "matter in a later conversation, keep it with the remember tool; correct or forget it when it changes. "
-    "What you kept earlier is in your memory section."
+    "You are a friendly assistant. When the user tells you something about themselves that will "
+    "still matter in a later conversation, keep it with the remember tool; correct or forget it "
+    "when it changes. What you kept earlier is in your memory section."
 )
 DEMO = [
     ["Hi! I live in Rome."],
@@ -37,7 +39,7 @@ DEMO = [
 
 
 class OfflineLLM(MockFunctionCallingLLM):
-    """A stand-in model: keeps "I live in X" with the remember tool and answers "where do I live?" from memory."""
+    """A stand-in model: keeps "I live in X" with the remember tool, answers "where do I live?"."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -59,24 +61,32 @@ def _respond(messages: Sequence[ChatMessage], **_: Any) -> ChatMessage:
         memory = "\n".join(m.content or "" for m in messages if m.role == "system")
         known = re.search(r"^- home-city: (.+?)(?: \(since [^)]*\))?$", memory, re.MULTILINE)
         if known:
-            return ChatMessage(role="assistant", content=f"From what you told me before: {known.group(1)}.")
-        return ChatMessage(role="assistant", content="I don't know yet. Tell me where you live and I will remember.")
+            return ChatMessage(
+                role="assistant", content=f"From what you told me before: {known.group(1)}."
+            )
+        return ChatMessage(
+            role="assistant",
+            content="I don't know yet. Tell me where you live and I will remember.",
+        )
     return ChatMessage(
         role="assistant",
         content="(offline model) Tell me where you live, or ask me where you live.",
     )
 
 
-def make_llm() -> LLM:
-    """OpenAI when ``OPENAI_API_KEY`` is set, the offline stand-in otherwise."""
-    if os.environ.get("OPENAI_API_KEY"):
+def make_llm(demo: bool) -> LLM:
+    """The offline stand-in for the demo or without ``OPENAI_API_KEY``; OpenAI otherwise."""
+    # The demo is the same on every machine: never a real model, even with a key set.
+    if not demo and os.environ.get("OPENAI_API_KEY"):
         from llama_index.llms.openai import OpenAI
 
         return OpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     return OfflineLLM()
 
 
-async def converse(engine: MemoryEngine, who: Identity, agent: FunctionAgent, turns: Sequence[str] | None) -> None:
+async def converse(
+    engine: MemoryEngine, who: Identity, agent: FunctionAgent, turns: Sequence[str] | None
+) -> None:
     """One conversation: a fresh short-term memory, the facts kept from earlier ones."""
     memory = KorelyMemory.from_defaults(engine, who, reader="chatbot")
     scripted = list(turns) if turns is not None else None
@@ -101,18 +111,34 @@ async def converse(engine: MemoryEngine, who: Identity, agent: FunctionAgent, tu
         print(f"bot: {output.response.content}")
 
 
+def open_engine(db: str | None, demo: bool) -> MemoryEngine:
+    """``--db`` when given; else an in-memory database for the demo, the default one for a chat."""
+    if db is not None:
+        return MemoryEngine(db if "://" in db else f"sqlite:///{db}")
+    if demo:
+        return MemoryEngine("sqlite://")  # the demo leaves nothing behind
+    return MemoryEngine()
+
+
 async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--demo", action="store_true", help="run a fixed script of two conversations")
-    parser.add_argument("--db", help="SQLAlchemy URL or SQLite file for the facts")
+    parser.add_argument(
+        "--demo", action="store_true", help="run a fixed script of two conversations, offline"
+    )
+    parser.add_argument(
+        "--db",
+        help="SQLAlchemy URL or SQLite file for the facts (default: $KORELY_DATABASE_URL, "
+        "else ./korely-memory.db; with --demo, an in-memory database)",
+    )
     parser.add_argument("--account", default="acme")
     parser.add_argument("--user", default="giulia")
     args = parser.parse_args(argv)
 
-    url = args.db if args.db is None or "://" in args.db else f"sqlite:///{args.db}"
     who = Identity(account=args.account, user=args.user, agent="chatbot")
-    with MemoryEngine(url) as engine:
-        agent = FunctionAgent(llm=make_llm(), tools=korely_tools(engine, who), system_prompt=SYSTEM_PROMPT)
+    with open_engine(args.db, args.demo) as engine:
+        agent = FunctionAgent(
+            llm=make_llm(args.demo), tools=korely_tools(engine, who), system_prompt=SYSTEM_PROMPT
+        )
         if not args.demo:
             await converse(engine, who, agent, None)
             return

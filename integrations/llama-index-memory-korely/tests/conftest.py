@@ -1,4 +1,4 @@
-"""Fixtures for the LlamaIndex adapter: a scripted function-calling LLM, an identity, and no network.
+"""Fixtures for the LlamaIndex adapter: a scripted function-calling LLM, an identity, no network.
 
 The ``engine`` fixture (a real MemoryEngine on SQLite and on PostgreSQL) comes
 from the repository's root conftest.
@@ -44,7 +44,10 @@ class ScriptedLLM(MockFunctionCallingLLM):
 
 
 class Script:
-    """Builds scripted LLMs: ``script.llm(script.call("remember", key=..., content=...), script.say("Noted."))``."""
+    """Builds scripted LLMs.
+
+    ``script.llm(script.call("remember", key=..., content=...), script.say("Noted."))``
+    """
 
     @staticmethod
     def llm(*steps: ChatMessage) -> ScriptedLLM:
@@ -60,7 +63,13 @@ class Script:
         """A tool call."""
         return ChatMessage(
             role="assistant",
-            blocks=[ToolCallBlock(tool_call_id=f"call-{uuid.uuid4().hex[:8]}", tool_name=tool, tool_kwargs=arguments)],
+            blocks=[
+                ToolCallBlock(
+                    tool_call_id=f"call-{uuid.uuid4().hex[:8]}",
+                    tool_name=tool,
+                    tool_kwargs=arguments,
+                )
+            ],
         )
 
 
@@ -80,9 +89,8 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     connect = socket.socket.connect
 
     def local_only(sock: socket.socket, address: Any) -> Any:
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            if not _loopback(address[0]):
-                raise AssertionError(f"a test tried to reach {address}")
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address[0]):
+            raise AssertionError(f"a test tried to reach {address}")
         return connect(sock, address)
 
     monkeypatch.setattr(socket.socket, "connect", local_only)

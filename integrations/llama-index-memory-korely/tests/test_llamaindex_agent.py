@@ -1,4 +1,4 @@
-"""A real FunctionAgent, a real engine, and a scripted LLM: what the model is shown and what the tools write."""
+"""A real FunctionAgent, a real engine and a scripted LLM: what the model sees, what tools write."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from korely_memory import Identity, MemoryEngine
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.tools import FunctionTool
+
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, korely_tools
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
@@ -54,18 +55,37 @@ def counted_reads(engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> dict
 
 
 async def test_fact_remembered_in_one_session_is_shown_in_the_next(engine, giulia, script) -> None:
-    first = script.llm(script.call("remember", key="home-city", content="Giulia lives in Rome"), script.say("Noted."))
-    agent = FunctionAgent(llm=first, tools=korely_tools(engine, giulia), system_prompt="You help Giulia.")
+    first = script.llm(
+        script.call("remember", key="home-city", content="Giulia lives in Rome"),
+        script.say("Noted."),
+    )
+    agent = FunctionAgent(
+        llm=first, tools=korely_tools(engine, giulia), system_prompt="You help Giulia."
+    )
     memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
     assert await run(agent, "I live in Rome.", memory) == "Noted."
 
     tool_result = first.received[1][-1]
     assert tool_result.role == "tool"
-    assert tool_result.content == "Remembered under 'home-city'."
+    assert tool_result.content == "Remembered home-city: Giulia lives in Rome"
+    [fact] = engine.get_facts(giulia)
+    assert (fact.account, fact.owner, fact.agent) == ("acme", "giulia", "support-copilot")
+    assert (fact.key, fact.content) == ("home-city", "Giulia lives in Rome")
+    for other in (
+        Identity("acme", "bob", "support-copilot"),
+        Identity("acme", "giulia", "other-agent"),
+        Identity("globex", "giulia", "support-copilot"),
+        Identity("acme", None, "support-copilot"),
+    ):
+        assert engine.get_facts(other, include_invalidated=True) == []
 
     second = script.llm(script.say("You live in Rome."))
-    agent = FunctionAgent(llm=second, tools=korely_tools(engine, giulia), system_prompt="You help Giulia.")
-    await run(agent, "Where do I live?", KorelyMemory.from_defaults(engine, giulia, reader="support-bot"))
+    agent = FunctionAgent(
+        llm=second, tools=korely_tools(engine, giulia), system_prompt="You help Giulia."
+    )
+    await run(
+        agent, "Where do I live?", KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    )
 
     shown = memory_text(second.received[0])
     assert "<korely>" in shown
@@ -94,7 +114,10 @@ async def test_change_is_shown_once_although_the_block_is_read_three_times(
     counted_reads.update(engine=0, block=0)
     await run(agent, "What's the weather where I live?", memory)
 
-    assert counted_reads == {"engine": 1, "block": 3}  # start, after the tool round, after the answer
+    assert counted_reads == {
+        "engine": 1,
+        "block": 3,
+    }  # start, after the tool round, after the answer
     for received in llm.received:
         shown = memory_text(received)
         assert CHANGE_HEADER in shown
@@ -112,19 +135,33 @@ async def test_change_is_shown_once_although_the_block_is_read_three_times(
     assert "- home-city: Giulia lives in Turin" in memory_text(later.received[1])
 
 
-async def test_tool_call_naming_another_user_writes_nothing_outside_the_bound_identity(engine, giulia, script) -> None:
+async def test_tool_call_naming_another_user_writes_nothing_outside_the_bound_identity(
+    engine, giulia, script
+) -> None:
     llm = script.llm(
-        script.call("remember", key="home-city", content="Bob lives in Paris", user="bob", account="globex"),
-        script.call("correct", key="home-city", content="Bob lives in Lyon", identity={"user": "bob"}),
+        script.call(
+            "remember", key="home-city", content="Bob lives in Paris", user="bob", account="globex"
+        ),
+        script.call(
+            "correct", key="home-city", content="Bob lives in Lyon", identity={"user": "bob"}
+        ),
         script.call("forget", key="home-city", agent="other-agent"),
         script.say("Done."),
     )
     agent = FunctionAgent(llm=llm, tools=korely_tools(engine, giulia))
-    await run(agent, "Remember for user bob that he lives in Paris.", KorelyMemory.from_defaults(engine, giulia))
+    await run(
+        agent,
+        "Remember for user bob that he lives in Paris.",
+        KorelyMemory.from_defaults(engine, giulia),
+    )
 
     results = [m.content or "" for m in llm.received[-1] if m.role == "tool"]
-    assert len(results) == 3
-    assert all(r.startswith("Refused:") for r in results), results
+    why = " It always works on the memory of the person in this conversation."
+    assert results == [
+        "Not saved: this tool takes only key and content, not account, user." + why,
+        "Not corrected: this tool takes only key and content, not identity." + why,
+        "Not forgotten: this tool takes only key, not agent." + why,
+    ]
     for account in ("acme", "globex"):
         for user in ("bob", "giulia", None):
             for agent_name in ("support-copilot", "other-agent"):
@@ -141,26 +178,30 @@ async def test_tools_expose_only_key_and_content(engine, giulia) -> None:
 
 async def test_tools_write_the_identity_they_were_made_for(engine, giulia) -> None:
     remember, correct, forget = korely_tools(engine, giulia)
-    await remember.acall(key="Home City", content="Giulia lives in Rome")
-    assert (await correct.acall(key="home-city", content="Giulia lives in Milan")).content == "Corrected 'home-city'."
+    remembered = await remember.acall(key="Home City", content="Giulia lives in Rome")
+    assert remembered.content == "Remembered home-city: Giulia lives in Rome"
+    corrected = await correct.acall(key="home-city", content="Giulia lives in Milan")
+    assert corrected.content == "Corrected home-city: Giulia lives in Milan"
     [fact] = engine.get_facts(giulia)
     assert (fact.account, fact.owner, fact.agent) == ("acme", "giulia", "support-copilot")
     assert fact.content == "Giulia lives in Milan"
-    assert (await forget.acall(key="home-city")).content == "Forgot 'home-city'."
+    assert (await forget.acall(key="home-city")).content == "Forgot home-city."
     assert engine.get_facts(giulia) == []
 
 
 @pytest.mark.parametrize(
     ("tool", "arguments", "answer"),
     [
-        ("correct", {"key": "home-city", "content": "Milan"}, "Nothing is kept under 'home-city' to correct"),
-        ("forget", {"key": "home-city"}, "Nothing is kept under 'home-city', so there is nothing to forget."),
-        ("remember", {"key": "no/slashes", "content": "x"}, "Refused: key"),
-        ("remember", {"key": "home-city", "content": ""}, "Refused: content"),
-        ("remember", {"key": "home-city"}, "Refused: content"),
+        ("correct", {"key": "home-city", "content": "Milan"}, "Not corrected: no true fact"),
+        ("forget", {"key": "home-city"}, "Not forgotten: no true fact"),
+        ("remember", {"key": "no/slashes", "content": "x"}, "Not saved: key"),
+        ("remember", {"key": "home-city", "content": ""}, "Not saved: content"),
+        ("remember", {"key": "home-city"}, "Not saved: content"),
     ],
 )
-async def test_refused_call_is_a_sentence_for_the_model(engine, giulia, tool, arguments, answer) -> None:
+async def test_refused_call_is_a_sentence_for_the_model(
+    engine, giulia, tool, arguments, answer
+) -> None:
     tools = {t.metadata.name: t for t in korely_tools(engine, giulia)}
     output = await tools[tool].acall(**arguments)
     assert not output.is_error
@@ -175,9 +216,11 @@ async def test_ceiling_refuses_a_new_key_but_not_a_correction(engine, giulia, sc
         script.say("Done."),
     )
     agent = FunctionAgent(llm=llm, tools=korely_tools(engine, giulia, max_facts=1))
-    await run(agent, "I like green, and I moved to Milan.", KorelyMemory.from_defaults(engine, giulia))
+    await run(
+        agent, "I like green, and I moved to Milan.", KorelyMemory.from_defaults(engine, giulia)
+    )
 
     refused, replaced = [m.content for m in llm.received[-1] if m.role == "tool"]
-    assert refused == "Not saved: the most facts allowed (1) are already kept. Correct or forget one of them instead."
-    assert replaced == "Remembered under 'home-city'."
+    assert refused.startswith("Not saved: already 1 facts kept (max_facts); correct or forget one")
+    assert replaced == "Remembered home-city: Giulia lives in Milan"
     assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Milan"]

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from korely_memory import Identity, MemoryEngine
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import ValidationError
 from llama_index.core.storage.chat_store.sql import MessageStatus
+
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock
 
 
@@ -49,6 +51,44 @@ async def test_nothing_to_show_is_an_empty_block(engine, giulia) -> None:
     assert [m.role for m in await memory.aget()] == ["user"]
 
 
+async def test_first_message_over_the_token_limit_with_nothing_to_show(engine, giulia) -> None:
+    # A new user: the block is empty, so Memory leaves it out and, over its limit,
+    # asks the block to truncate what it does not hold (an empty list).
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot", token_limit=1200)
+    question = "summarise the region " * 500
+    assert engine.count_tokens(question) > 1200
+    await memory.aput(user(question))
+    messages = await memory.aget()
+    assert [(m.role, m.content) for m in messages] == [("user", question)]
+
+
+@pytest.mark.parametrize("content", ["", [], None])
+async def test_truncating_an_empty_block_leaves_nothing(engine, giulia, content) -> None:
+    block = KorelyMemoryBlock(engine=engine, identity=giulia)
+    assert await block.atruncate(content, 10) is None
+
+
+async def test_identity_cannot_be_rebound(engine, giulia) -> None:
+    block = KorelyMemoryBlock(engine=engine, identity=giulia)
+    with pytest.raises(ValidationError):
+        block.identity = Identity(account="acme", user="bob", agent="support-copilot")
+    assert block.identity == giulia
+
+
+async def test_copy_for_another_identity_never_serves_the_first_ones_text(engine, giulia) -> None:
+    bob = Identity(account="acme", user="bob", agent="support-copilot")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(bob, "home-city", "Bob lives in Paris")
+    block = KorelyMemoryBlock(engine=engine, identity=giulia)
+    assert "Giulia lives in Rome" in await block.aget([user("Hi")], session_id="s1")
+
+    # A copy shares the block's private state, its served turns included.
+    for_bob = block.model_copy(update={"identity": bob})
+    shown = await for_bob.aget([user("Hi")], session_id="s1")
+    assert "Bob lives in Paris" in shown
+    assert "Giulia" not in shown
+
+
 async def test_one_engine_read_per_user_turn(engine, giulia, engine_reads) -> None:
     block = KorelyMemoryBlock(engine=engine, identity=giulia, reader="support-bot")
     history: list[ChatMessage] = []
@@ -56,7 +96,9 @@ async def test_one_engine_read_per_user_turn(engine, giulia, engine_reads) -> No
     async def turn(text: str, answer: str) -> None:
         history.append(user(text))
         await block.aget(history, session_id="s1")  # start of the run
-        await block.aget([*history, user(text)], session_id="s1")  # after a tool round, with the input again
+        await block.aget(
+            [*history, user(text)], session_id="s1"
+        )  # after a tool round, with the input again
         history.append(assistant(answer))
         await block.aget(history, session_id="s1")  # after the final answer
 
@@ -91,7 +133,9 @@ async def test_flushed_messages_are_kept_as_memories_only_when_asked(engine, giu
         ChatMessage(role="tool", content="Remembered under 'warehouse'."),
     ]
     for keep in (False, True):
-        memory = KorelyMemory.from_defaults(engine, giulia, keep_flushed=keep, token_limit=400, token_flush_size=10)
+        memory = KorelyMemory.from_defaults(
+            engine, giulia, keep_flushed=keep, token_limit=400, token_flush_size=10
+        )
         for _ in range(30):
             await memory.aput_messages(chat)
         assert len(await memory.aget_all(status=MessageStatus.ARCHIVED)) > 0

@@ -3,19 +3,42 @@
 from __future__ import annotations
 
 import pytest
-from llama_index.core.base.llms.types import ChatMessage
+from korely_memory import Identity, MemoryEngine
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store.sql import MessageStatus
+
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, block_room
+
+# Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
+    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
+]
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def assistant(text: str) -> ChatMessage:
+    return ChatMessage(role="assistant", content=text)
 
 
 def total_tokens(memory: Memory, messages: list[ChatMessage]) -> int:
-    return sum(len(memory.tokenizer_fn(message.content or "")) for message in messages)
+    """Every token of every message, the ``<memory>`` frame included."""
+    texts = [b.text for m in messages for b in m.blocks if isinstance(b, TextBlock)]
+    return sum(len(memory.tokenizer_fn(text)) for text in texts)
+
+
+def memory_text(messages: list[ChatMessage]) -> str:
+    """The ``<memory>`` part of the messages."""
+    return next((m.content or "" for m in messages if "<memory>" in (m.content or "")), "")
 
 
 def korely_tokens(memory: Memory, messages: list[ChatMessage]) -> int:
-    [system] = [m for m in messages if m.role == "system"]
-    text = system.content or ""
+    text = memory_text(messages)
     inner = text[text.index("<korely>") + len("<korely>") : text.index("</korely>")].strip()
     return len(memory.tokenizer_fn(inner))
 
@@ -37,7 +60,10 @@ def test_default_budget_shrinks_to_the_room_token_limit_leaves(engine, giulia) -
     ("memory_kwargs", "message"),
     [
         ({"token_limit": 1000, "token_budget": 800}, "token_budget=800 does not fit"),
-        ({"token_limit": 30_000, "chat_history_token_ratio": 0.99, "token_budget": 800}, "does not fit"),
+        (
+            {"token_limit": 30_000, "chat_history_token_ratio": 0.99, "token_budget": 800},
+            "does not fit",
+        ),
         ({"token_limit": 100}, "fewer than 50"),
     ],
 )
@@ -46,53 +72,77 @@ def test_budget_that_cannot_fit_is_refused(engine, giulia, memory_kwargs, messag
         KorelyMemory.from_defaults(engine, giulia, **memory_kwargs)
 
 
-async def test_full_block_and_long_chat_stay_within_token_limit(engine, giulia) -> None:
-    for n in range(60):
-        engine.remember(giulia, f"project-{n:02d}", f"Giulia looks after project number {n} in the northern region")
+def fill(engine: MemoryEngine, who: Identity, n: int = 60) -> None:
+    for i in range(n):
+        engine.remember(who, f"project-{i:02d}", f"Giulia looks after project {i} in the north")
+
+
+def words(tokens: int) -> str:
+    """Text of about ``tokens`` tokens."""
+    return "tell me about the region " * (tokens // 5)
+
+
+@pytest.mark.parametrize("message_tokens", [40, 300, 700, 900, 1100, 1180])
+async def test_what_memory_returns_stays_within_token_limit(engine, giulia, message_tokens) -> None:
+    # 40: many turns, flushed; 300 and 700: the history near its share;
+    # 900 and up: one message alone over the history's share (840 tokens).
+    fill(engine, giulia)
     token_limit = 1200
-    memory = KorelyMemory.from_defaults(engine, giulia, token_limit=token_limit)
+    memory = KorelyMemory.from_defaults(
+        engine, giulia, reader="support-bot", token_limit=token_limit
+    )
     budget = memory.korely_block.token_budget
-
-    for n in range(40):
-        await memory.aput(ChatMessage(role="user", content=f"Question {n}: " + "tell me about the region " * 8))
-        await memory.aput(ChatMessage(role="assistant", content=f"Answer {n}: " + "the region is doing well " * 8))
-        messages = await memory.aget()
+    turns = max(3, 2 * token_limit // message_tokens)
+    shown = 0
+    for n in range(turns):
+        await memory.aput(user(f"Question {n}: {words(message_tokens)}"))
+        messages = await memory.aget()  # what the model is given
         assert total_tokens(memory, messages) <= token_limit
-        assert budget - 40 <= korely_tokens(memory, messages) <= budget
-    assert len(await memory.aget_all(status=MessageStatus.ACTIVE)) < 80  # Memory did flush
+        if "<korely>" in memory_text(messages):
+            shown += 1
+            assert korely_tokens(memory, messages) <= budget
+        await memory.aput(assistant(f"Answer {n}: the region is doing well."))
+        assert total_tokens(memory, await memory.aget()) <= token_limit
+    if message_tokens <= 900:
+        assert shown == turns
+    assert len(await memory.aget_all(status=MessageStatus.ARCHIVED)) > 0  # Memory did flush
 
 
-async def test_block_gives_up_its_last_lines_when_one_turn_outgrows_the_history_share(engine, giulia) -> None:
-    for n in range(60):
-        engine.remember(giulia, f"project-{n:02d}", f"Giulia looks after project number {n} in the northern region")
-    token_limit = 1200
-    memory = KorelyMemory.from_defaults(engine, giulia, token_limit=token_limit)
-    # One message alone over the history's share: Memory keeps it and truncates the block instead.
-    question = "summarise the region " * 250
-    await memory.aput(ChatMessage(role="user", content=question))
-    history = len(memory.tokenizer_fn(question))
-    assert 0.7 * token_limit < history < token_limit
+@pytest.mark.parametrize("message_tokens", [300, 900, 1100, 1180])
+async def test_change_notice_is_shown_or_kept_for_a_later_turn_never_lost(
+    engine, giulia, script, message_tokens
+) -> None:
+    fill(engine, giulia, 20)
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot", token_limit=1200)
+    llm = script.llm(*(script.say("Noted.") for _ in range(3)))
+    agent = FunctionAgent(llm=llm, tools=[])
+    await agent.run(user_msg="Where do I live?", memory=memory)
+    assert "- home-city: Giulia lives in Rome" in memory_text(llm.received[0])
 
-    messages = await memory.aget()
-    block_tokens = korely_tokens(memory, messages)
-    assert 0 < block_tokens <= token_limit - history
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    # One turn over the history's share, then a short one.
+    await agent.run(user_msg=f"Where do I live? {words(message_tokens)}", memory=memory)
+    await agent.run(user_msg="Thanks", memory=memory)
+
+    notice = "- was: Giulia lives in Rome -> now: Giulia lives in Milan"
+    told = [notice in memory_text(received) for received in llm.received[1:]]
+    assert told.count(True) == 1, told
 
 
-async def test_truncation_drops_lines_from_the_end_and_keeps_change_notices(engine, giulia) -> None:
+async def test_truncation_gives_up_memories_then_facts_then_notices(engine, giulia) -> None:
     block = KorelyMemoryBlock(engine=engine, identity=giulia)
-    text = "\n".join(
-        [
-            "_Standing facts kept between conversations._",
-            "",
-            "## Changed since you last read",
-            "- was: Giulia lives in Rome -> now: Giulia lives in Milan (2026-11-10, corrected)",
-            "",
-            "## Known facts",
-            "- home-city: Giulia lives in Milan (since 2026-11-10)",
-            "",
-            "## Relevant memories",
-            "- 2026-11-09: we talked about the northern region",
-        ]
+    text = (
+        "_Standing facts kept between conversations._\n"
+        "\n"
+        "## Changed since you last read\n"
+        "- was: Giulia lives in Rome -> now: Giulia lives in Milan (2026-11-10, corrected)\n"
+        "\n"
+        "## Known facts\n"
+        "- home-city: Giulia lives in Milan (since 2026-11-10)\n"
+        "\n"
+        "## Relevant memories\n"
+        "- 2026-11-09: we talked about the northern region"
     )
     truncated = await block.atruncate(text, 5)
     assert truncated is not None

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import llama_index.memory.korely as korely
+from llama_index.memory import korely
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def test_public_names_are_pinned() -> None:
-    assert korely.__all__ == ["KorelyMemory", "KorelyMemoryBlock", "block_room", "engine_tokenizer", "korely_tools"]
+    assert korely.__all__ == [
+        "KorelyMemory",
+        "KorelyMemoryBlock",
+        "block_room",
+        "engine_tokenizer",
+        "korely_tools",
+    ]
 
 
 def test_llama_index_and_memory_stay_namespace_packages() -> None:

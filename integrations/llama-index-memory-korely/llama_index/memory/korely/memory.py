@@ -7,17 +7,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from korely_memory import Identity, MemoryEngine
-from llama_index.core.base.llms.types import TextBlock
+from korely_memory.validation import MIN_BUDGET
 from llama_index.core.memory import Memory
 from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE, DEFAULT_TOKEN_LIMIT
 from llama_index.core.prompts import RichPromptTemplate
 
-from .block import DEFAULT_BLOCK_NAME, DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock
+from .block import DEFAULT_BLOCK_NAME, DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, frame_cost
 
-MIN_TOKEN_BUDGET = 50
 DEFAULT_CHAT_HISTORY_TOKEN_RATIO: float = Memory.model_fields["chat_history_token_ratio"].default
-# Tokens can merge across the edges of the frame and the block's text; a few spare ones absorb that.
-_FRAME_SLACK = 4
 
 
 class KorelyMemory(Memory):
@@ -52,7 +49,8 @@ class KorelyMemory(Memory):
             reader: the reading agent's own name; set it to be told, once, of facts
                 that changed since this agent last read them.
             token_budget: the most tokens the block may take. By default 800, or
-                less when ``token_limit`` leaves less room.
+                less when ``token_limit`` leaves less room. A read takes less still
+                when the chat history has outgrown its share of ``token_limit``.
             changes: which kinds of change to tell (see ``MemoryEngine.get_context``).
             keep_flushed: keep messages flushed from the short-term queue as memories.
             block_name: the block's name, also its tag inside ``<memory>``.
@@ -64,23 +62,24 @@ class KorelyMemory(Memory):
                 ``Memory`` keeps within ``token_limit``.
         """
         token_limit: int = memory_kwargs.get("token_limit", DEFAULT_TOKEN_LIMIT)
-        ratio: float = memory_kwargs.get("chat_history_token_ratio", DEFAULT_CHAT_HISTORY_TOKEN_RATIO)
+        ratio: float = memory_kwargs.get(
+            "chat_history_token_ratio", DEFAULT_CHAT_HISTORY_TOKEN_RATIO
+        )
         # Memory counts in the engine's tokens unless told otherwise, so that the
         # block's budget and Memory's limit are one unit.
         if memory_kwargs.get("tokenizer_fn") is None:
             memory_kwargs["tokenizer_fn"] = engine_tokenizer(engine)
+        tokenizer_fn = memory_kwargs["tokenizer_fn"]
+        template = memory_kwargs.get("memory_blocks_template", DEFAULT_MEMORY_BLOCKS_TEMPLATE)
         room = block_room(
-            token_limit,
-            ratio,
-            tokenizer_fn=memory_kwargs["tokenizer_fn"],
-            template=memory_kwargs.get("memory_blocks_template", DEFAULT_MEMORY_BLOCKS_TEMPLATE),
-            block_name=block_name,
+            token_limit, ratio, tokenizer_fn=tokenizer_fn, template=template, block_name=block_name
         )
         if token_budget is None:
-            if room < MIN_TOKEN_BUDGET:
+            if room < MIN_BUDGET:
                 raise ValueError(
-                    f"token_limit={token_limit} with chat_history_token_ratio={ratio} leaves {room} tokens "
-                    f"for the memory block, fewer than {MIN_TOKEN_BUDGET}: raise token_limit or lower the ratio"
+                    f"token_limit={token_limit} with chat_history_token_ratio={ratio} leaves "
+                    f"{room} tokens for the memory block, fewer than {MIN_BUDGET}: "
+                    "raise token_limit or lower the ratio"
                 )
             token_budget = min(DEFAULT_TOKEN_BUDGET, room)
         elif token_budget > room:
@@ -96,6 +95,9 @@ class KorelyMemory(Memory):
             token_budget=token_budget,
             changes=changes,
             accept_short_term_memory=keep_flushed,
+            token_limit=token_limit,
+            frame_tokens=frame_cost(template, block_name, tokenizer_fn),
+            tokenizer_fn=tokenizer_fn,
         )
         memory_kwargs["memory_blocks"] = [block, *(memory_kwargs.get("memory_blocks") or [])]
         return cast(KorelyMemory, super().from_defaults(**memory_kwargs))
@@ -107,7 +109,10 @@ class KorelyMemory(Memory):
 
 
 def engine_tokenizer(engine: MemoryEngine) -> Callable[[str], Sequence[int]]:
-    """A ``tokenizer_fn`` for ``Memory`` that counts with the engine's tokenizer (Memory only takes its length)."""
+    """A ``tokenizer_fn`` for ``Memory`` that counts with the engine's tokenizer.
+
+    ``Memory`` only takes the length of what it returns.
+    """
     return lambda text: range(engine.count_tokens(text))
 
 
@@ -119,22 +124,10 @@ def block_room(
     template: RichPromptTemplate = DEFAULT_MEMORY_BLOCKS_TEMPLATE,
     block_name: str = DEFAULT_BLOCK_NAME,
 ) -> int:
-    """The most tokens a memory block can take so that it and the chat history stay within ``token_limit``.
+    """The most tokens a memory block can take beside a chat history within its share.
 
     ``Memory`` flushes its chat history down to ``token_limit * chat_history_token_ratio``;
     what is left, less the ``<memory>`` frame around the block, is the block's room.
     """
     history = math.floor(token_limit * chat_history_token_ratio)
-    return token_limit - history - _frame_tokens(template, block_name, tokenizer_fn)
-
-
-def _frame_tokens(template: RichPromptTemplate, block_name: str, tokenizer_fn: Callable[[str], Sequence[Any]]) -> int:
-    sample = "x"
-    messages = template.format_messages(memory_blocks=[(block_name, [TextBlock(text=sample)])])
-    framed = sum(
-        len(tokenizer_fn(block.text))
-        for message in messages
-        for block in message.blocks
-        if isinstance(block, TextBlock)
-    )
-    return framed - len(tokenizer_fn(sample)) + _FRAME_SLACK
+    return token_limit - history - frame_cost(template, block_name, tokenizer_fn)

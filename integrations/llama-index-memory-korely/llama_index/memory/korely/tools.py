@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from korely_memory import Identity, KorelyError, LimitExceeded, MemoryEngine, NotFound
+from korely_memory import Fact, Identity, KorelyError, MemoryEngine
+from korely_memory.validation import MAX_CONTENT
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.tools import FunctionTool, ToolMetadata
 
 _KEY = (
-    "A short, stable identifier of what the fact is about, e.g. 'home-city' or 'reporting-region'. "
-    "Lower case letters, digits and - . _ : ; spaces become '-'."
+    "A short, stable identifier of what the fact is about, e.g. 'home-city' or "
+    "'reporting-region'. Lower case letters, digits and - . _ : ; spaces become '-'."
 )
-_CONTENT = "The fact in your own words: one or two self-contained sentences, at most 2000 characters."
+_CONTENT = (
+    "The fact in your own words: one or two self-contained sentences, "
+    f"at most {MAX_CONTENT} characters."
+)
 
 
 class _KeyAndContent(BaseModel):
@@ -25,7 +29,9 @@ class _KeyOnly(BaseModel):
     key: str = Field(description=_KEY)
 
 
-def korely_tools(engine: MemoryEngine, identity: Identity, max_facts: int | None = None) -> list[FunctionTool]:
+def korely_tools(
+    engine: MemoryEngine, identity: Identity, max_facts: int | None = None
+) -> list[FunctionTool]:
     """The tools an agent uses to keep facts about the person it works for.
 
     ``identity`` is bound here, when the tools are made: no argument the model
@@ -44,40 +50,31 @@ def korely_tools(engine: MemoryEngine, identity: Identity, max_facts: int | None
     """
 
     def remember(key: str = "", content: str = "", **other: Any) -> str:
-        if other:
-            return _unexpected("remember", other, "key and content")
-        try:
-            fact = engine.remember(identity, key, content, max_facts=max_facts)
-        except LimitExceeded:
-            return (
-                f"Not saved: the most facts allowed ({max_facts}) are already kept. "
-                "Correct or forget one of them instead."
-            )
-        except KorelyError as error:
-            return _refused(error)
-        return f"Remembered under '{fact.key}'."
+        return _attempt(
+            "Not saved",
+            lambda: engine.remember(identity, key, content, max_facts=max_facts),
+            lambda fact: f"Remembered {fact.key}: {fact.content}",
+            other,
+            takes="key and content",
+        )
 
     def correct(key: str = "", content: str = "", **other: Any) -> str:
-        if other:
-            return _unexpected("correct", other, "key and content")
-        try:
-            fact = engine.correct(identity, key, content)
-        except NotFound:
-            return f"Nothing is kept under '{key}' to correct; use remember to record it."
-        except KorelyError as error:
-            return _refused(error)
-        return f"Corrected '{fact.key}'."
+        return _attempt(
+            "Not corrected",
+            lambda: engine.correct(identity, key, content),
+            lambda fact: f"Corrected {fact.key}: {fact.content}",
+            other,
+            takes="key and content",
+        )
 
     def forget(key: str = "", **other: Any) -> str:
-        if other:
-            return _unexpected("forget", other, "key")
-        try:
-            fact = engine.forget(identity, key)
-        except NotFound:
-            return f"Nothing is kept under '{key}', so there is nothing to forget."
-        except KorelyError as error:
-            return _refused(error)
-        return f"Forgot '{fact.key}'."
+        return _attempt(
+            "Not forgotten",
+            lambda: engine.forget(identity, key),
+            lambda fact: f"Forgot {fact.key}.",
+            other,
+            takes="key",
+        )
 
     return [
         _tool(
@@ -90,8 +87,8 @@ def korely_tools(engine: MemoryEngine, identity: Identity, max_facts: int | None
         _tool(
             correct,
             _KeyAndContent,
-            "Correct a fact kept under a key when it was wrong or has changed. The old version is kept "
-            "as history and other agents that read it are told.",
+            "Correct a fact kept under a key when it was wrong or has changed. The old version is "
+            "kept as history and other agents that read it are told.",
         ),
         _tool(
             forget,
@@ -102,16 +99,31 @@ def korely_tools(engine: MemoryEngine, identity: Identity, max_facts: int | None
 
 
 def _tool(fn: Callable[..., str], schema: type[BaseModel], description: str) -> FunctionTool:
-    return FunctionTool(fn=fn, metadata=ToolMetadata(name=fn.__name__, description=description, fn_schema=schema))
+    metadata = ToolMetadata(name=fn.__name__, description=description, fn_schema=schema)
+    return FunctionTool(fn=fn, metadata=metadata)
 
 
-def _unexpected(name: str, other: dict[str, Any], takes: str) -> str:
-    names = ", ".join(sorted(other))
-    return (
-        f"Refused: {name} takes only {takes}, not {names}. "
-        "It always works on the memory of the person in this conversation."
-    )
+def _attempt(
+    refusal: str,
+    write: Callable[[], Fact],
+    done: Callable[[Fact], str],
+    other: dict[str, Any],
+    *,
+    takes: str,
+) -> str:
+    """One tool call: what was written, or ``refusal`` and why, as a sentence for the model.
 
-
-def _refused(error: KorelyError) -> str:
-    return f"Refused: {error}"
+    ``other`` holds the arguments the model sent beyond the documented ones;
+    any of them (a user, an account) refuses the call before anything is written.
+    """
+    if other:
+        names = ", ".join(sorted(other))
+        return (
+            f"{refusal}: this tool takes only {takes}, not {names}. "
+            "It always works on the memory of the person in this conversation."
+        )
+    try:
+        fact = write()
+    except KorelyError as error:
+        return f"{refusal}: {error}"
+    return done(fact)
