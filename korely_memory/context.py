@@ -7,6 +7,8 @@ what fits, in the order SPEC §5 gives the room, and records what it left out.
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -34,6 +36,7 @@ CAUSES = {"read_from_memory": "read from a memory"}
 _SPACE = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=65_536)
 def fold(text: str) -> str:
     """One line: control characters, line and paragraph separators become spaces."""
     if text.isprintable():
@@ -43,8 +46,13 @@ def fold(text: str) -> str:
 
 
 def fact_line(fact: Fact) -> str:
-    label = f"{fact.key} (account)" if fact.effective_scope is Scope.ACCOUNT else fact.key
-    return f"- {label}: {fold(fact.content)} (since {fact.valid_from:%Y-%m-%d})"
+    return _fact_line(fact.key, fact.content, fact.scope is Scope.ACCOUNT, fact.valid_from)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _fact_line(key: str, content: str, shared: bool, since: dt.datetime) -> str:
+    label = f"{key} (account)" if shared else key
+    return f"- {label}: {fold(content)} (since {since:%Y-%m-%d})"
 
 
 def said(fact: Fact) -> str:
@@ -72,7 +80,7 @@ def display_order(fact: Fact) -> tuple[int, str]:
 
 @dataclass
 class _Pick:
-    facts: list[Fact]
+    facts: list[tuple[Fact, str]]
     changes: list[tuple[Change, str]]
     memories: list[tuple[Memory, str]]
 
@@ -105,7 +113,7 @@ def render(
             break
     text = "".join(segments)
     volatile = text[len(STABLE) + 2 :] if len(text) > len(STABLE) else ""
-    shown = sorted(pick.facts, key=display_order)
+    shown = sorted((f for f, _ in pick.facts), key=display_order)
     more = None if changed_more is None else changed_more + len(changes) - len(pick.changes)
     return ContextBlock(
         text=text,
@@ -138,14 +146,16 @@ def _choose(
     left = budget - count(STABLE + "\n\n")
 
     fact_room = left // 2 if waiting else left
-    chosen: list[Fact] = []
+    chosen: list[tuple[Fact, str]] = []
     used = header(KNOWN)
-    if rank is not None and used + sum(cost(fact_line(f)) for f in facts) > fact_room:
+    lines = {id(fact): fact_line(fact) for fact in facts}
+    costs = {i: cost(line) for i, line in lines.items()}
+    if rank is not None and used + sum(costs.values()) > fact_room:
         facts = rank(facts)
     for fact in facts:
-        c = cost(fact_line(fact))
+        c = costs[id(fact)]
         if used + c <= fact_room:
-            chosen.append(fact)
+            chosen.append((fact, lines[id(fact)]))
             used += c
     share = left - (used if chosen else 0)
 
@@ -202,7 +212,7 @@ def _segments(pick: _Pick) -> list[str]:
     if pick.changes:
         sections.append([CHANGED, *(line for _, line in pick.changes)])
     if pick.facts:
-        sections.append([KNOWN, *(fact_line(f) for f in sorted(pick.facts, key=display_order))])
+        sections.append([KNOWN, *(line for _, line in sorted(pick.facts, key=lambda p: display_order(p[0])))])
     if pick.memories:
         sections.append([MEMORIES, *(line for _, line in pick.memories)])
     segments = [STABLE]

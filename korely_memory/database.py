@@ -61,7 +61,15 @@ def is_memory_sqlite(url: URL) -> bool:
 def create(url: URL, *, write_wait: float = WRITE_WAIT) -> Engine:
     if url.get_backend_name() == "sqlite":
         return _create_sqlite(url, write_wait)
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    engine = sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+    @event.listens_for(engine, "connect")
+    def _in_utc(dbapi_connection: Any, _record: Any) -> None:
+        # Times come back in UTC as the engine returns them, with no conversion per value.
+        dbapi_connection.execute("SET TIME ZONE 'UTC'")
+        dbapi_connection.commit()
+
+    return engine
 
 
 def _create_sqlite(url: URL, write_wait: float) -> Engine:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import threading
@@ -18,7 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import DBAPIError
 
-from . import context, database, erasure, facts as versions, memories as recall, notices, ranking, validation as v
+from . import context, database, erasure, facts as versions, index, memories as recall, notices, ranking, reading
+from . import validation as v
 from .errors import InvalidRequest, LimitExceeded, NotCurrent, NotFound, PermissionDenied
 from .identity import Identity, Scope
 from .models import Base, admins, facts
@@ -278,6 +280,7 @@ class MemoryEngine:
                     .where(facts.c.id == fid)
                     .values(scope=Scope.ACCOUNT.value, confirmed_by=admin.user, confirmed_at=now)
                 )
+                index.confirmed(conn, fid, account=fact.account, agent=fact.agent, owner_key=versions.owner_key(fact.owner))
             else:
                 versions.end_version(
                     conn,
@@ -427,9 +430,12 @@ class MemoryEngine:
         known = v.moment("known_as_of", known_as_of)
         marking = reader is not None and at is None and known is None
         resolved = notices.Resolved()
+        total: int | None = None
         with self._read() as conn:
             if at is None and known is None:
-                found = versions.visible(conn, who)
+                page = None if self._semantic is not None else reading.page_size(budget, self.count_tokens)
+                chosen = reading.candidates(conn, who, reading.query_terms(text), page)
+                found, total = chosen.facts, chosen.total
                 kept = recall.recent(conn, who)
             else:
                 found = versions.as_of(versions.every_version(conn, who), at=at, known=known, who=who)
@@ -441,7 +447,7 @@ class MemoryEngine:
             relevant = self._relevant(text, kept)
 
             def draw(changes: Sequence[Change], more: int | None) -> ContextBlock:
-                return context.render(
+                block = context.render(
                     facts=found,
                     memories=relevant,
                     changes=changes,
@@ -451,6 +457,9 @@ class MemoryEngine:
                     rank=(lambda fs: self._rank(text, fs)) if text else None,
                     waiting=bool(relevant or resolved.tellable),
                 )
+                if total is not None and total > len(found):  # chosen from a short list of the facts
+                    block = dataclasses.replace(block, omitted=total - len(block.facts))
+                return block
 
             block = draw(resolved.tellable, 0)
             if not marking:

@@ -13,6 +13,7 @@ import secrets
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from . import index
 from .facts import ACCOUNT
 from .models import admins, erasures, facts, marks, memories
 from .types import ErasureReport, TrimReport
@@ -38,6 +39,7 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
     # Account facts may point into the versions about to go.
     conn.execute(facts.update().where(facts.c.replaced_by_id.in_(personal)).values(replaced_by_id=None))
     conn.execute(facts.update().where(facts.c.source_memory_id.in_(theirs)).values(source_memory_id=None))
+    index.erased(conn, account, user, personal)
     n_facts = conn.execute(facts.delete().where(facts.c.id.in_(personal.scalar_subquery()))).rowcount
     n_memories = conn.execute(memories.delete().where(memories.c.id.in_(theirs.scalar_subquery()))).rowcount
     kept = conn.execute(

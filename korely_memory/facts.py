@@ -5,6 +5,7 @@ Every function here runs inside a transaction the engine opened; none commits.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from . import index
 from .identity import Identity, Scope
 from .models import facts, marks
 from .types import Fact
@@ -30,37 +32,44 @@ def owner_key(user: str | None) -> str:
     return user or ""
 
 
-def _personal(who: Identity) -> list[Any]:
-    return [facts.c.account == who.account, facts.c.agent == who.agent, facts.c.owner_key == owner_key(who.user)]
+FIELDS = [f.name for f in dataclasses.fields(Fact)]
+_ROW = [facts.c[f] for f in FIELDS]
+_MINE = (
+    facts.c.account == sa.bindparam("account"),
+    facts.c.agent == sa.bindparam("agent"),
+    facts.c.owner_key == sa.bindparam("owner_key"),
+)
+# Built once: a write pays for running these, not for building them.
+_OWN_CURRENT = sa.select(*_ROW).where(*_MINE, facts.c.key == sa.bindparam("key"), IS_TRUE, IS_PERSONAL)
+_ACCOUNT_CURRENT = sa.select(*_ROW).where(*_MINE[:2], facts.c.key == sa.bindparam("key"), IS_TRUE, IS_ACCOUNT)
+_COUNT_OWN = sa.select(sa.func.count()).select_from(facts).where(*_MINE, IS_TRUE, IS_PERSONAL)
+_BY_ID = sa.select(*_ROW).where(facts.c.id == sa.bindparam("fact_id"))
 
 
-def _account(who: Identity) -> list[Any]:
-    return [facts.c.account == who.account, facts.c.agent == who.agent]
+def _names(who: Identity, **also: Any) -> dict[str, Any]:
+    return {"account": who.account, "agent": who.agent, "owner_key": owner_key(who.user), **also}
 
 
 def own_current(conn: Connection, who: Identity, key: str) -> Fact | None:
     """The true fact under ``key`` in the identity's own namespace (user or proposal)."""
-    row = conn.execute(
-        sa.select(facts).where(*_personal(who), facts.c.key == key, IS_TRUE, IS_PERSONAL)
-    ).first()
-    return Fact.from_row(row) if row else None
+    row = conn.execute(_OWN_CURRENT, _names(who, key=key)).first()
+    return from_values(row) if row else None
 
 
 def account_current(conn: Connection, who: Identity, key: str) -> Fact | None:
     """The confirmed account fact under ``key`` for the identity's account and agent."""
-    row = conn.execute(sa.select(facts).where(*_account(who), facts.c.key == key, IS_TRUE, IS_ACCOUNT)).first()
-    return Fact.from_row(row) if row else None
+    row = conn.execute(_ACCOUNT_CURRENT, {"account": who.account, "agent": who.agent, "key": key}).first()
+    return from_values(row) if row else None
 
 
 def count_own(conn: Connection, who: Identity) -> int:
-    return conn.execute(
-        sa.select(sa.func.count()).select_from(facts).where(*_personal(who), IS_TRUE, IS_PERSONAL)
-    ).scalar_one()
+    n: int = conn.execute(_COUNT_OWN, _names(who)).scalar_one()
+    return n
 
 
 def by_id(conn: Connection, fact_id: int) -> Fact | None:
-    row = conn.execute(sa.select(facts).where(facts.c.id == fact_id)).first()
-    return Fact.from_row(row) if row else None
+    row = conn.execute(_BY_ID, {"fact_id": fact_id}).first()
+    return from_values(row) if row else None
 
 
 def chain_end(conn: Connection, fact: Fact) -> Fact | None:
@@ -91,39 +100,51 @@ def insert_version(
     confirmed_by: str | None = None,
     confirmed_at: dt.datetime | None = None,
 ) -> int:
-    new_id: int = conn.execute(
-        facts.insert()
-        .values(
-            account=account,
-            owner=owner,
-            owner_key=owner_key(owner),
-            agent=agent,
-            key=key,
-            content=content,
-            scope=scope,
-            valid_from=valid_from,
-            recorded_at=now,
-            source_memory_id=source_memory_id,
-            confirmed_by=confirmed_by,
-            confirmed_at=confirmed_at,
-            created_at=created_at,
-            modified_at=now,
-        )
-        .returning(facts.c.id)
-    ).scalar_one()
+    values = {
+        "account": account,
+        "owner": owner,
+        "owner_key": owner_key(owner),
+        "agent": agent,
+        "key": key,
+        "content": content,
+        "scope": scope,
+        "valid_from": valid_from,
+        "recorded_at": now,
+        "source_memory_id": source_memory_id,
+        "confirmed_by": confirmed_by,
+        "confirmed_at": confirmed_at,
+        "created_at": created_at,
+        "modified_at": now,
+    }
+    new_id: int = conn.execute(_INSERT, values).scalar_one()
+    index.added(
+        conn, new_id, account=account, agent=agent, owner_key=values["owner_key"], scope=scope, key=key,
+        content=content,
+    )
     return new_id
+
+
+_INSERT = facts.insert().returning(facts.c.id)
+_END_MARKS = (
+    marks.update()
+    .where(marks.c.fact_id == sa.bindparam("ended_id"), marks.c.ended_at.is_(None))
+    .values(ended_at=sa.bindparam("ended", type_=marks.c.ended_at.type))
+)
 
 
 def end_version(
     conn: Connection, fact_id: int, *, cause: str, now: dt.datetime, invalid_at: dt.datetime, **also: Any
 ) -> None:
-    conn.execute(
+    """End a true version; one already ended is left as it is."""
+    ended = conn.execute(
         facts.update()
-        .where(facts.c.id == fact_id)
+        .where(facts.c.id == fact_id, facts.c.ended_recorded_at.is_(None))
         .values(invalid_at=invalid_at, ended_recorded_at=now, end_cause=cause, **also)
-    )
+        .returning(facts.c.id, facts.c.account, facts.c.agent, facts.c.owner_key, facts.c.scope)
+    ).all()
+    index.ended(conn, ended)
     # Readers that were handed this fact now have something to be told.
-    conn.execute(marks.update().where(marks.c.fact_id == fact_id, marks.c.ended_at.is_(None)).values(ended_at=now))
+    conn.execute(_END_MARKS, {"ended_id": fact_id, "ended": now})
 
 
 def replace(
@@ -147,15 +168,31 @@ def replace(
     return new_id
 
 
+_VISIBLE = sa.union_all(
+    sa.select(*_ROW).where(*_MINE, IS_TRUE, IS_PERSONAL),
+    sa.select(*_ROW).where(*_MINE[:2], IS_TRUE, IS_ACCOUNT),
+)
+_SCOPES: dict[str | None, Scope | None] = {None: None, **{s.value: s for s in Scope}}
+
+
+def from_values(values: Sequence[Any]) -> Fact:
+    """A Fact from a row in field order; many rows are read per block, so no per-field lookups."""
+    return fact_of(dict(zip(FIELDS, values)))
+
+
+def fact_of(fields: dict[str, Any]) -> Fact:
+    """A Fact from its fields by name, the stored scope text among them (the dict is used up)."""
+    fact = object.__new__(Fact)
+    scope = fields["scope"]
+    fields["scope"] = _SCOPES[scope] if scope in _SCOPES else Scope(scope)
+    fact.__dict__.update(fields)
+    return fact
+
+
 def visible(conn: Connection, who: Identity) -> list[Fact]:
     """Every fact true now that ``who`` sees: its own, then confirmed account facts it does not shadow."""
-    rows = conn.execute(
-        sa.union_all(
-            sa.select(facts).where(*_personal(who), IS_TRUE, IS_PERSONAL),
-            sa.select(facts).where(*_account(who), IS_TRUE, IS_ACCOUNT),
-        )
-    ).all()
-    return shadow([Fact.from_row(r) for r in rows])
+    rows = conn.execute(_VISIBLE, _names(who))
+    return shadow([from_values(r) for r in rows])
 
 
 def shadow(found: Iterable[Fact]) -> list[Fact]:

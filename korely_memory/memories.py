@@ -7,6 +7,7 @@ import datetime as dt
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from . import index
 from .facts import owner_key
 from .identity import Identity
 from .models import facts, marks, memories
@@ -44,9 +45,21 @@ def get(conn: Connection, who: Identity, memory_id: int) -> Memory | None:
     return Memory.from_row(row) if row else None
 
 
+_RECENT = (
+    sa.select(memories)
+    .where(
+        memories.c.account == sa.bindparam("account"),
+        memories.c.agent == sa.bindparam("agent"),
+        memories.c.owner_key == sa.bindparam("owner_key"),
+    )
+    .order_by(memories.c.created_at.desc(), memories.c.id.desc())
+    .limit(sa.bindparam("limit"))
+)
+
+
 def recent(conn: Connection, who: Identity, limit: int = RECENT) -> list[Memory]:
     rows = conn.execute(
-        sa.select(memories).where(*_mine(who)).order_by(memories.c.created_at.desc(), memories.c.id.desc()).limit(limit)
+        _RECENT, {"account": who.account, "agent": who.agent, "owner_key": owner_key(who.user), "limit": limit}
     )
     return [Memory.from_row(r) for r in rows]
 
@@ -59,6 +72,7 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
     conn.execute(
         marks.update().where(marks.c.fact_id.in_(read_from_it), marks.c.ended_at.is_(None)).values(ended_at=now)
     )
+    index.ended(conn, index.true_versions(conn, [facts.c.source_memory_id == memory.id]))
     ended = conn.execute(
         facts.update()
         .where(facts.c.source_memory_id == memory.id, facts.c.ended_recorded_at.is_(None))

@@ -50,9 +50,30 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         if value is None:
             return None
         moment: dt.datetime = value
+        if moment.tzinfo is dt.timezone.utc:
+            return moment
         if moment.tzinfo is None:
             return moment.replace(tzinfo=dt.timezone.utc)
         return moment.astimezone(dt.timezone.utc)
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        fallback = super().result_processor(dialect, coltype)
+        utc = dt.timezone.utc
+
+        # A block reads thousands of these: parse SQLite's ISO text in one C call.
+        def process(value: Any) -> dt.datetime | None:
+            if value is None:
+                return None
+            try:
+                # Stored as UTC without an offset: naming it in the text is cheaper than replace(tzinfo=...).
+                return dt.datetime.fromisoformat(value + "+00:00")
+            except (TypeError, ValueError):
+                moment = fallback(value) if fallback else value
+                return moment.replace(tzinfo=utc) if moment.tzinfo is None else moment.astimezone(utc)  # type: ignore[no-any-return]
+
+        return process
 
 
 class Base(DeclarativeBase):
@@ -118,12 +139,57 @@ class FactRow(Base):
             sqlite_where=text(_ACCOUNT),
             postgresql_where=text(_ACCOUNT),
         ),
+        # The newest true facts first, without reading the others (a block takes only what fits).
+        Index(
+            "ix_korely_facts_true_recent",
+            "account", "agent", "owner_key", "modified_at", "id",
+            sqlite_where=text(_PERSONAL),
+            postgresql_where=text(_PERSONAL),
+        ),
+        Index(
+            "ix_korely_facts_true_account_recent",
+            "account", "agent", "modified_at", "id",
+            sqlite_where=text(_ACCOUNT),
+            postgresql_where=text(_ACCOUNT),
+        ),
         Index("ix_korely_facts_owner", "account", "agent", "owner_key", "key"),
         Index("ix_korely_facts_account_key", "account", "agent", "key"),
         Index("ix_korely_facts_owner_only", "account", "owner_key"),
         Index("ix_korely_facts_replaced_by", "replaced_by_id"),
         Index("ix_korely_facts_source_memory", "source_memory_id"),
     )
+
+
+class FactTermRow(Base):
+    """A word of a true fact, so a block finds the facts that match its query by index.
+
+    ``space`` is the fact's owner key, or ``/account`` for a confirmed account
+    fact (``/`` is never in a name). Ended versions have no rows here.
+    """
+
+    __tablename__ = "korely_fact_terms"
+
+    account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    space: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    fact_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("korely_facts.id", ondelete="CASCADE"), primary_key=True
+    )
+
+    __table_args__ = (Index("ix_korely_fact_terms_fact", "fact_id"), {"sqlite_with_rowid": False})
+
+
+class FactCountRow(Base):
+    """How many true facts one namespace holds (user facts and proposals), so a block can say
+    how many it left out without counting them."""
+
+    __tablename__ = "korely_fact_counts"
+
+    account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    owner_key: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    n: Mapped[int] = mapped_column(Integer)
 
 
 class MemoryRow(Base):
@@ -197,3 +263,5 @@ memories = cast(Table, MemoryRow.__table__)
 marks = cast(Table, MarkRow.__table__)
 admins = cast(Table, AdminRow.__table__)
 erasures = cast(Table, ErasureRow.__table__)
+fact_terms = cast(Table, FactTermRow.__table__)
+fact_counts = cast(Table, FactCountRow.__table__)

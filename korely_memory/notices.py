@@ -40,21 +40,24 @@ def subject_of(fact: Fact) -> str:
     return "" if fact.effective_scope is Scope.ACCOUNT else (fact.owner or "")
 
 
+_PENDING = (
+    sa.select(facts)
+    .join(marks, marks.c.fact_id == facts.c.id)
+    .where(
+        marks.c.account == sa.bindparam("account"),
+        marks.c.reader == sa.bindparam("reader"),
+        marks.c.subject.in_(sa.bindparam("subjects", expanding=True)),
+        sa.text("korely_marks.ended_at IS NOT NULL AND korely_marks.told_at IS NULL"),
+    )
+    .order_by(marks.c.ended_at.desc(), facts.c.id.desc())
+    .limit(LOOK_AT)
+)
+
+
 def pending(conn: Connection, who: Identity, reader: str) -> list[Fact]:
     """Facts this reader was handed about this block's user (or about no user) that have ended since."""
-    subjects = {owner_key(who.user), ""}
-    rows = conn.execute(
-        sa.select(facts)
-        .join(marks, marks.c.fact_id == facts.c.id)
-        .where(
-            marks.c.account == who.account,
-            marks.c.reader == reader,
-            marks.c.subject.in_(sorted(subjects)),
-            sa.text("korely_marks.ended_at IS NOT NULL AND korely_marks.told_at IS NULL"),
-        )
-        .order_by(marks.c.ended_at.desc(), facts.c.id.desc())
-        .limit(LOOK_AT)
-    ).all()
+    subjects = sorted({owner_key(who.user), ""})
+    rows = conn.execute(_PENDING, {"account": who.account, "reader": reader, "subjects": subjects}).all()
     return [Fact.from_row(r) for r in rows]
 
 
@@ -169,16 +172,19 @@ def _current_same_keys(conn: Connection, ended: Sequence[Fact]) -> dict[tuple[st
     return {(f.account, f.agent, _namespace(f), f.key): f for f in found}
 
 
+_MARKS_OF = sa.select(marks.c.fact_id, marks.c.last_read_at).where(
+    marks.c.account == sa.bindparam("account"),
+    marks.c.reader == sa.bindparam("reader"),
+    marks.c.fact_id.in_(sa.bindparam("ids", expanding=True)),
+)
+
+
 def marks_of(conn: Connection, account: str, reader: str, fact_ids: Iterable[int]) -> dict[int, dt.datetime]:
     """The last-read time of each of these facts' marks, for the ones that have one."""
     ids = sorted(set(fact_ids))
     if not ids:
         return {}
-    rows = conn.execute(
-        sa.select(marks.c.fact_id, marks.c.last_read_at).where(
-            marks.c.account == account, marks.c.reader == reader, marks.c.fact_id.in_(ids)
-        )
-    )
+    rows = conn.execute(_MARKS_OF, {"account": account, "reader": reader, "ids": ids})
     return {fact_id: last for fact_id, last in rows}
 
 

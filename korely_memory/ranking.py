@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter, OrderedDict
@@ -22,17 +23,26 @@ def bm25(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> l
     terms = set(words(query))
     if not terms or not docs:
         return [0.0] * len(docs)
-    tokenised = [words(d) for d in docs]
-    avg = sum(len(t) for t in tokenised) / len(docs) or 1.0
-    df = Counter(term for t in tokenised for term in terms.intersection(t))
+    counted = [_counted(d) for d in docs]
+    avg = sum(length for length, _ in counted) / len(docs) or 1.0
     n = len(docs)
-    idf = {term: math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5)) for term in df}
+    idf = {}
+    for term in terms:
+        df = sum(1 for _, tf in counted if term in tf)
+        if df:
+            idf[term] = math.log(1 + (n - df + 0.5) / (df + 0.5))
     scores = []
-    for t in tokenised:
-        tf = Counter(w for w in t if w in idf)
-        norm = k1 * (1 - b + b * len(t) / avg)
-        scores.append(sum(idf[w] * c * (k1 + 1) / (c + norm) for w, c in tf.items()))
+    for length, tf in counted:
+        norm = k1 * (1 - b + b * length / avg)
+        scores.append(sum(w * tf[t] * (k1 + 1) / (tf[t] + norm) for t, w in idf.items() if t in tf))
     return scores
+
+
+@functools.lru_cache(maxsize=65_536)
+def _counted(doc: str) -> tuple[int, Counter[str]]:
+    """A document's length in words and its term counts; stored text is read again and again."""
+    found = words(doc)
+    return len(found), Counter(found)
 
 
 def as_embed(embed: Any) -> Embed | None:

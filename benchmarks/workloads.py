@@ -1,0 +1,221 @@
+"""The engine's workloads: reads by size, writes, told-once under load, memory of a long-lived process.
+
+Workers that run in processes of their own are plain top-level functions, so
+the ``spawn`` start method can import them; each opens its own engine.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import resource
+import statistics
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from korely_memory import MemoryEngine
+from korely_memory.models import marks
+
+from .data import QUERY, items, load, person
+
+READER = "support-bot"
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def median_ms(work: Callable[[], object], runs: int, warm: int = 10) -> float:
+    """Median wall time of ``work`` in milliseconds, after ``warm`` unmeasured runs."""
+    for _ in range(warm):
+        work()
+    gc.collect()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter_ns()
+        work()
+        times.append(time.perf_counter_ns() - t)
+    return statistics.median(times) / 1e6
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] if ordered else float("nan")
+
+
+def writes_nothing(engine: MemoryEngine, read: Callable[[], object]) -> bool:
+    """Whether a read leaves every table as it was (a steady read must write nothing)."""
+    from korely_memory.models import Base
+
+    def snapshot() -> list[list[tuple[Any, ...]]]:
+        with engine.db.connect() as conn:
+            return [[tuple(r) for r in conn.execute(sa.select(t))] for t in Base.metadata.sorted_tables]
+
+    before = snapshot()
+    read()
+    return snapshot() == before
+
+
+# -- writes -------------------------------------------------------------------
+
+
+def remember_worker(url: str, user: str, n: int, start: Any) -> float:
+    """Record ``n`` new facts for ``user``; returns facts per second."""
+    with MemoryEngine(url) as engine:
+        who = person(user)
+        engine.remember(who, "warm-up", "A first fact, so the connection is open")
+        facts = items(n + 1, seed=zlib.crc32(user.encode()))[1:]
+        if start is not None:
+            start.wait()
+        t = time.perf_counter()
+        for f in facts:
+            engine.remember(who, f.key, f.content)
+        return n / (time.perf_counter() - t)
+
+
+def remember_rates(url: str, processes: int, n: int) -> list[float]:
+    """Facts per second of each of ``processes`` processes writing at once, each for its own person."""
+    if processes == 1:  # in a process of its own, as an application would be
+        with SPAWN.Pool(1) as pool:
+            return [pool.apply(remember_worker, (url, "writer-0", n, None))]
+    with SPAWN.Manager() as manager:
+        start = manager.Barrier(processes)
+        with SPAWN.Pool(processes) as pool:
+            return pool.starmap(remember_worker, [(url, f"writer-{p}-{processes}", n, start) for p in range(processes)])
+
+
+# -- told once under load ---------------------------------------------------------
+
+
+def reader_worker(url: str, stop: Any, ready: Any) -> tuple[list[int], list[float], int]:
+    """Read under one reader name until told to stop: what it was told, each read's time, give-ways."""
+    told: list[int] = []
+    times: list[float] = []
+    gave_way = 0
+    who = person()
+    with MemoryEngine(url) as engine:
+        engine.get_context(who, QUERY, reader=READER)
+        ready.wait()
+        while not stop.is_set():
+            t = time.perf_counter_ns()
+            block = engine.get_context(who, QUERY, reader=READER)
+            times.append((time.perf_counter_ns() - t) / 1e6)
+            told.extend(c.was.id for c in block.changed)
+            gave_way += block.changed_more is None
+    return told, times, gave_way
+
+
+def writer_worker(url: str, index: int, keys: list[str], seconds: float, ready: Any) -> int:
+    """Correct this writer's keys in turn for ``seconds``; returns how many corrections it made."""
+    made = 0
+    who = person()
+    with MemoryEngine(url) as engine:
+        ready.wait()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            key = keys[made % len(keys)]
+            engine.correct(who, key, f"Correction {made} by writer {index} of {key}")
+            made += 1
+            time.sleep(0.005)
+    return made
+
+
+@dataclass
+class ToldOnce:
+    corrections: int
+    told: int
+    told_after: int
+    duplicates: int
+    lost: int
+    reads: int
+    gave_way: int
+    read_p50_ms: float
+    read_p95_ms: float
+
+
+def told_once(url: str, readers: int, writers: int, seconds: float, facts: int = 40) -> ToldOnce:
+    """``readers`` processes read under one reader name while ``writers`` correct the facts they read."""
+    who = person()
+    with MemoryEngine(url) as engine:
+        for f in items(facts):
+            engine.remember(who, f.key, f.content)
+        keys = [f.key for f in items(facts)]
+    with SPAWN.Manager() as manager:
+        stop, ready = manager.Event(), manager.Barrier(readers + writers)
+        with SPAWN.Pool(readers + writers) as pool:
+            reading = [pool.apply_async(reader_worker, (url, stop, ready)) for _ in range(readers)]
+            writing = [
+                pool.apply_async(writer_worker, (url, w, keys[w::writers], seconds, ready)) for w in range(writers)
+            ]
+            made = sum(w.get() for w in writing)
+            time.sleep(0.2)
+            stop.set()
+            results = [r.get() for r in reading]
+    told = [i for r in results for i in r[0]]
+    times = [t for r in results for t in r[1]]
+    with MemoryEngine(url) as engine:
+        after: list[int] = []
+        while True:  # what a read gave way on waits for the next read
+            block = engine.get_context(who, QUERY, reader=READER, token_budget=4000, changes="all")
+            after += [c.was.id for c in block.changed]
+            if not block.changed and not block.changed_more:
+                break
+        with engine.db.connect() as conn:
+            lost = conn.execute(
+                sa.select(sa.func.count()).select_from(marks).where(
+                    marks.c.reader == READER, marks.c.ended_at.is_not(None), marks.c.told_at.is_(None)
+                )
+            ).scalar_one()
+    everything = told + after
+    return ToldOnce(
+        corrections=made,
+        told=len(told),
+        told_after=len(after),
+        duplicates=len(everything) - len(set(everything)),
+        lost=lost,
+        reads=len(times),
+        gave_way=sum(r[2] for r in results),
+        read_p50_ms=statistics.median(times) if times else float("nan"),
+        read_p95_ms=p95(times),
+    )
+
+
+# -- memory of a long-lived process ---------------------------------------------------
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def _status_mb(field: str) -> float:
+    """A figure of /proc/self/status, such as the peak resident size (VmHWM), which is this process's own."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def memory_worker(url: str, reads: int, warm: int) -> tuple[float, float, float]:
+    """Serve ``reads`` reads after ``warm`` ones: (RSS after warm-up, RSS at the end, peak RSS) in MB."""
+    who = person("memory")
+    queries = [QUERY, "invoices on paper", "Milan office", None]
+    with MemoryEngine(url) as engine:
+        load(engine, {"memory": items(40)})
+        for i in range(warm):
+            engine.get_context(who, queries[i % 4], reader=READER)
+        gc.collect()
+        warmed = rss_mb()
+        for i in range(reads):
+            engine.get_context(who, queries[i % 4], reader=READER)
+        gc.collect()
+        end = rss_mb()
+    return warmed, end, _status_mb("VmHWM")
+
+
+def memory_profile(url: str, reads: int, warm: int) -> tuple[float, float, float]:
+    with SPAWN.Pool(1) as pool:
+        return pool.apply(memory_worker, (url, reads, warm))

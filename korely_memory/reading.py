@@ -1,0 +1,289 @@
+"""The facts a block chooses from, read in one statement whatever the number of facts a person has.
+
+A block shows what fits its budget, so it never needs every fact. One
+statement returns: the newest true facts (by index, a page larger than the most
+that could fit), the facts that match the most words of the query (from the
+word index, reading at most ``PER_TERM`` postings per word), and how many true
+facts there are in all (a kept count, not a count of rows). When the page holds
+every fact, the block is chosen from all of them exactly as before; otherwise
+from that short list, re-ranked by relevance in Python. The words are looked
+up only in that second case.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection, Dialect
+
+from . import facts as versions
+from .identity import Identity
+from .index import ACCOUNT_SPACE
+from .models import UTCDateTime, fact_counts, fact_terms, facts
+from .ranking import words
+from .tokens import TokenCounter
+from .types import Fact
+
+MAX_QUERY_TERMS = 12  # words of a query looked up in the index
+PER_TERM = 100  # postings read per word and space, newest first
+MATCHES = 40  # facts taken from them: those matching the most words
+NO_LIMIT = 2**31 - 1
+_SHORTEST_LINE = "- a: b (since 2026-01-01)\n"
+
+_FIELDS = versions.FIELDS
+_ACCOUNT = versions.ACCOUNT
+
+
+@dataclass
+class Candidates:
+    """The facts to choose from, newest first, and how many true facts there are in all."""
+
+    facts: list[Fact]
+    total: int
+
+
+def page_size(budget: int, count: TokenCounter) -> int:
+    """More facts than could ever fit in ``budget``: no line is shorter than the shortest possible one."""
+    shortest = max(1, count(_SHORTEST_LINE) - 2)
+    return budget // shortest + 1
+
+
+def query_terms(query: str | None) -> list[str]:
+    """The query's distinct words, longest (most telling) first."""
+    if not query:
+        return []
+    found = sorted(dict.fromkeys(w[:64] for w in words(query)), key=lambda w: (-len(w), w))
+    return found[:MAX_QUERY_TERMS]
+
+
+def candidates(conn: Connection, who: Identity, terms: list[str], page: int | None) -> Candidates:
+    """The newest ``page`` true facts ``who`` sees, with those matching ``terms``; ``page=None``: all of them."""
+    params: dict[str, Any] = {
+        "account": who.account,
+        "agent": who.agent,
+        "owner": versions.owner_key(who.user),
+        "page": NO_LIMIT if page is None else page + 1,
+        "per_term": PER_TERM,
+        "matches": MATCHES,
+        "account_space": ACCOUNT_SPACE,
+    }
+    if conn.dialect.name == "postgresql":  # one array of words: a plan whatever their number
+        params["terms"] = terms
+        prepared = _prepared(conn.dialect, 1 if terms else 0)
+    else:
+        params.update({f"t{i}": t for i, t in enumerate(terms)})
+        prepared = _prepared(conn.dialect, len(terms))
+    rows = conn.exec_driver_sql(prepared.sql, prepared.arguments(params)).all()
+    *found_rows, counts = rows
+    own_n, shared_n = counts[1], counts[1 + _FIELDS.index("replaced_by_id")]
+    paged = [0, 0, 0]
+    seen: dict[int, Fact] = {}
+    moment = prepared.moment
+    for row in found_rows:
+        paged[row[0]] += 1
+        if row[1] not in seen:
+            fields = dict(zip(_FIELDS, row[1:]))
+            for name in _MOMENTS:
+                if fields[name] is not None:
+                    fields[name] = moment(fields[name])
+            seen[row[1]] = versions.fact_of(fields)
+    # The statement already hides account facts a user's own fact shadows; the index allows one per key.
+    found = list(seen.values())
+    complete = page is None or (paged[0] <= page and paged[1] <= page)
+    # A kept count that disagrees with the rows (rows written around the engine) yields to them.
+    total = len(found) if complete else max(len(found), (own_n or 0) + shared_n)
+    found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
+    return Candidates(found, total)
+
+
+_MOMENTS = [f for f in _FIELDS if isinstance(facts.c[f].type, UTCDateTime)]
+
+
+def _sqlite_moment(value: str) -> dt.datetime:
+    # SQLite holds UTC without an offset; naming it in the text is ~6x cheaper than replace(tzinfo=...).
+    try:
+        return dt.datetime.fromisoformat(value + "+00:00")
+    except ValueError:  # text that carries an offset of its own
+        return dt.datetime.fromisoformat(value).astimezone(dt.timezone.utc)
+
+
+def _aware_moment(value: dt.datetime) -> dt.datetime:
+    if value.tzinfo is dt.timezone.utc:  # the session's time zone is UTC (database.create)
+        return value
+    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """The statement compiled once for a dialect, run as driver SQL: a block pays for the rows, not for
+    building, caching and typing a large statement on every read."""
+
+    sql: str
+    defaults: dict[str, Any]
+    order: tuple[str, ...] | None  # positional drivers (SQLite): the parameters' order
+    moment: Callable[[Any], dt.datetime]
+
+    def arguments(self, params: dict[str, Any]) -> Any:
+        merged = {**self.defaults, **params}
+        return tuple(merged[k] for k in self.order) if self.order is not None else merged
+
+
+@functools.lru_cache(maxsize=4 * (MAX_QUERY_TERMS + 1))
+def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
+    lateral = dialect.name == "postgresql"
+    compiled = _statement(n_terms, lateral).compile(dialect=dialect)
+    placeholders: dict[str, Any] = {"account": "", "agent": "", "owner": "", "page": 0, "per_term": 0, "matches": 0,
+                                    "account_space": "", "terms": []}
+    placeholders.update({f"t{i}": "" for i in range(n_terms)})
+    defaults = {k: v for k, v in compiled.construct_params(placeholders).items() if k not in placeholders}
+    order = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
+    moment = _sqlite_moment if dialect.name == "sqlite" else _aware_moment
+    return _Prepared(compiled.string, defaults, order, moment)
+
+
+def _best(hits: Any) -> Any:
+    """The facts that match the most words of the query, newest first among equals."""
+    return (
+        sa.select(hits.c.fact_id)
+        .group_by(hits.c.fact_id)
+        .order_by(sa.func.count().desc(), hits.c.fact_id.desc())
+        .limit(sa.bindparam("matches"))
+        .subquery()
+    )
+
+
+def _shadowed(table: Any) -> Any:
+    """A user's own true fact under the same key hides the account's."""
+    own = facts.alias("own")
+    return sa.exists().where(
+        own.c.account == table.c.account,
+        own.c.agent == table.c.agent,
+        own.c.owner_key == sa.bindparam("owner"),
+        own.c.key == table.c.key,
+        # Literals, as in the partial indexes' predicates, so SQLite can use them.
+        sa.text("own.ended_recorded_at IS NULL AND (own.scope IS NULL OR own.scope <> 'account')"),
+    )
+
+
+@functools.lru_cache(maxsize=MAX_QUERY_TERMS + 1)
+def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
+    account, agent, owner = sa.bindparam("account"), sa.bindparam("agent"), sa.bindparam("owner")
+    mine = (facts.c.account == account, facts.c.agent == agent)
+    shared = facts.alias("shared")
+    own_n = sa.func.coalesce(
+        sa.select(fact_counts.c.n)
+        .where(fact_counts.c.account == account, fact_counts.c.agent == agent, fact_counts.c.owner_key == owner)
+        .scalar_subquery(),
+        0,
+    )
+    shared_n = (
+        sa.select(sa.func.count())
+        .select_from(shared)
+        .where(
+            shared.c.account == account,
+            shared.c.agent == agent,
+            sa.text("shared.ended_recorded_at IS NULL AND shared.scope = 'account'"),
+            ~_shadowed(shared),
+        )
+        .scalar_subquery()
+    )
+    columns = [facts.c[f] for f in _FIELDS]
+    newest = (facts.c.modified_at.desc(), facts.c.id.desc())
+    # Words are looked up only when the newest page cannot hold every fact: else it has them all.
+    gate = (
+        sa.select(sa.literal(1).label("go"))
+        .where(sa.or_(own_n >= sa.bindparam("page"), shared_n >= sa.bindparam("page")))
+        .cte("gate")
+        .prefix_with("MATERIALIZED")
+    )
+
+    def part(kind: int, *where: Any, limit: Any = None, source: Any = facts) -> sa.Select[Any]:
+        select = sa.select(sa.literal(kind).label("kind"), *columns).select_from(source).where(*where)
+        if limit is None:
+            return select
+        inner = select.order_by(*newest).limit(limit).subquery()
+        return sa.select(*inner.c)
+
+    parts = [
+        part(0, *mine, facts.c.owner_key == owner, versions.IS_TRUE, versions.IS_PERSONAL,
+             limit=sa.bindparam("page")),
+        part(1, *mine, versions.IS_TRUE, versions.IS_ACCOUNT, ~_shadowed(facts), limit=sa.bindparam("page")),
+    ]
+    if n_terms and lateral:
+        # PostgreSQL: the newest few facts per word and space, in one lateral lookup over arrays.
+        said = (
+            sa.func.unnest(sa.bindparam("terms", type_=postgresql.ARRAY(sa.String)))
+            .table_valued("term")
+            .render_derived(name="said")
+        )
+        spaces = (
+            sa.func.unnest(postgresql.array([owner, sa.bindparam("account_space")]))
+            .table_valued("space")
+            .render_derived(name="spaces")
+        )
+        found = (
+            sa.select(fact_terms.c.fact_id)
+            .where(
+                fact_terms.c.account == account,
+                fact_terms.c.agent == agent,
+                fact_terms.c.space == spaces.c.space,
+                fact_terms.c.term == said.c.term,
+            )
+            .order_by(fact_terms.c.fact_id.desc())
+            .limit(sa.bindparam("per_term"))
+            .lateral("found")
+        )
+        hits = (
+            sa.select(found.c.fact_id)
+            .select_from(said)
+            .join(spaces, sa.true())
+            .join(found, sa.true())
+            .where(sa.or_(own_n >= sa.bindparam("page"), shared_n >= sa.bindparam("page")))
+            .subquery()
+        )
+        matching = _best(hits)
+    elif n_terms:
+        lookups = []
+        for i in range(n_terms):
+            for space in ("owner", "account_space"):
+                lookups.append(
+                    sa.select(
+                        sa.select(fact_terms.c.fact_id)
+                        .where(
+                            sa.exists(sa.select(gate.c.go)),
+                            fact_terms.c.account == account,
+                            fact_terms.c.agent == agent,
+                            fact_terms.c.space == sa.bindparam(space),
+                            fact_terms.c.term == sa.bindparam(f"t{i}"),
+                        )
+                        .order_by(fact_terms.c.fact_id.desc())
+                        .limit(sa.bindparam("per_term"))
+                        .subquery()
+                        .c.fact_id
+                    )
+                )
+        matching = _best(sa.union_all(*lookups).subquery())
+    if n_terms:
+        parts.append(
+            part(
+                2,
+                *mine,
+                versions.IS_TRUE,
+                sa.or_(
+                    sa.and_(facts.c.owner_key == owner, versions.IS_PERSONAL),
+                    sa.and_(versions.IS_ACCOUNT, ~_shadowed(facts)),
+                ),
+                # Driven by the few matching ids, never by a scan of the account's facts.
+                source=matching.join(facts, facts.c.id == matching.c.fact_id),
+            )
+        )
+    # The counts come last, as a row of their own, in two integer columns (id and replaced_by_id).
+    counts = [own_n if f == "id" else shared_n if f == "replaced_by_id" else sa.null() for f in _FIELDS]
+    parts.append(sa.select(sa.literal(3), *counts))
+    return sa.union_all(*parts)

@@ -1,0 +1,34 @@
+"""The benchmarks keep working: ``python -m benchmarks --smoke`` runs every workload at tiny sizes.
+
+No test here asserts a time: the figures are for the README, measured by a full run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(600)
+def test_smoke_run_prints_the_table(postgresql_url: str) -> None:
+    """``postgresql_url`` only makes sure the server is there; the run makes schemas of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    table = done.stdout
+    assert "| workload | SQLite | PostgreSQL |" in table
+    for row in ("get_context, 40 facts, budget 800 |", "LangGraph SqliteStore / PostgresStore", "told once", "remember"):
+        assert row in table, f"{row!r} missing from the table:\n{table}"
+    assert "PostgreSQL skipped" not in done.stderr
