@@ -118,7 +118,7 @@ def insert_version(
     }
     new_id: int = conn.execute(_INSERT, values).scalar_one()
     index.added(
-        conn, new_id, account=account, agent=agent, owner_key=values["owner_key"], scope=scope, key=key,
+        conn, new_id, account=account, agent=agent, owner_key=owner_key(owner), scope=scope, key=key,
         content=content,
     )
     return new_id

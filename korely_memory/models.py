@@ -70,8 +70,8 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
                 # Stored as UTC without an offset: naming it in the text is cheaper than replace(tzinfo=...).
                 return dt.datetime.fromisoformat(value + "+00:00")
             except (TypeError, ValueError):
-                moment = fallback(value) if fallback else value
-                return moment.replace(tzinfo=utc) if moment.tzinfo is None else moment.astimezone(utc)  # type: ignore[no-any-return]
+                moment: dt.datetime = fallback(value) if fallback else value  # type: ignore[assignment]
+                return moment.replace(tzinfo=utc) if moment.tzinfo is None else moment.astimezone(utc)
 
         return process
 

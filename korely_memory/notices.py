@@ -143,8 +143,8 @@ def _namespace(fact: Fact) -> str:
 
 
 def _reaches(fact: Fact, who: Identity) -> bool:
-    """Whether the block's identity sees ``fact`` through the agent definition it was read through."""
-    if fact.account != who.account:
+    """Whether the block's identity sees ``fact``: a fact of another agent definition is not told."""
+    if fact.account != who.account or fact.agent != who.agent:
         return False
     if fact.effective_scope is Scope.ACCOUNT:
         return True

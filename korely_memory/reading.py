@@ -173,7 +173,9 @@ def _shadowed(table: Any) -> Any:
 
 @functools.lru_cache(maxsize=MAX_QUERY_TERMS + 1)
 def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
-    account, agent, owner = sa.bindparam("account"), sa.bindparam("agent"), sa.bindparam("owner")
+    account: sa.BindParameter[str] = sa.bindparam("account")
+    agent: sa.BindParameter[str] = sa.bindparam("agent")
+    owner: sa.BindParameter[str] = sa.bindparam("owner")
     mine = (facts.c.account == account, facts.c.agent == agent)
     shared = facts.alias("shared")
     own_n = sa.func.coalesce(

@@ -27,6 +27,11 @@ def _has_control(text: str) -> bool:
     return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
 
 
+def _has_surrogate(text: str) -> bool:
+    """Lone surrogates cannot be encoded to UTF-8, so no database can store them."""
+    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
 def name(field: str, value: Any, *, optional: bool = False) -> str | None:
     """An account, user, agent or reader name."""
     if value is None and optional:
@@ -41,6 +46,8 @@ def name(field: str, value: Any, *, optional: bool = False) -> str | None:
         raise InvalidRequest(field, "must not contain '/'")
     if _has_control(value):
         raise InvalidRequest(field, "must not contain a line break or other control character")
+    if _has_surrogate(value):
+        raise InvalidRequest(field, "must be valid Unicode (no lone surrogates)")
     if len(value) > MAX_NAME:
         raise InvalidRequest(field, f"must be at most {MAX_NAME} characters, got {len(value)}")
     return value
@@ -83,7 +90,7 @@ def content(value: Any, *, field: str = "content", limit: int = MAX_CONTENT) -> 
         raise InvalidRequest(field, "must not contain a NUL character")
     if len(text) > limit:
         raise InvalidRequest(field, f"must be at most {limit} characters, got {len(text)}")
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+    if _has_surrogate(text):
         raise InvalidRequest(field, "must be valid Unicode (no lone surrogates)")
     return text
 
@@ -107,7 +114,10 @@ def moment(field: str, value: Any) -> dt.datetime | None:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             return value.replace(tzinfo=dt.timezone.utc)
-        return value.astimezone(dt.timezone.utc)
+        try:
+            return value.astimezone(dt.timezone.utc)
+        except OverflowError:
+            raise InvalidRequest(field, f"is out of range once moved to UTC: {value!r}") from None
     if isinstance(value, dt.date):
         return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
     raise InvalidRequest(field, f"must be a datetime or a date, not {type(value).__name__}")
@@ -128,8 +138,8 @@ def optional_count(field: str, value: Any) -> int | None:
 
 def count(field: str, value: Any) -> int:
     """A non-negative integer (an id, a ceiling, a limit)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidRequest(field, f"must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise InvalidRequest(field, f"must be an integer from 0 to 2**63 - 1, got {value!r:.40}")
     return value
 
 
@@ -140,6 +150,8 @@ def query(value: Any) -> str | None:
         raise InvalidRequest("query", f"must be a string, not {type(value).__name__}")
     if "\x00" in value:
         raise InvalidRequest("query", "must not contain a NUL character")
+    if _has_surrogate(value):
+        raise InvalidRequest("query", "must be valid Unicode (no lone surrogates)")
     return value[:MAX_MEMORY]
 
 

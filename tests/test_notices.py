@@ -181,7 +181,9 @@ def test_one_reader_hears_of_every_agent_definition_it_read(engine: MemoryEngine
     engine.get_context(GIULIA_SALES, reader="bot")
     engine.correct(GIULIA_SALES, "budget", "Giulia's budget is 20k")
     block = engine.get_context(GIULIA, reader="bot")
-    assert "- was: Giulia's budget is 10k -> now: Giulia's budget is 20k" in block.text
+    # The reader hears that what it read no longer holds, and nothing of the other definition's new fact.
+    assert f"- no longer true: Giulia's budget is 10k ({TODAY}, corrected)" in block.text
+    assert "20k" not in block.text
     # Read under two names to keep them apart.
     engine.get_context(GIULIA, reader="support-only")
     engine.correct(GIULIA_SALES, "budget", "Giulia's budget is 30k")
