@@ -34,22 +34,36 @@ FIRST_MEMORY_NEED = 48  # tokens of the first memory the changes never take
 CAUSES = {"read_from_memory": "read from a memory"}
 
 _SPACE = re.compile(r"\s+")
+MAX_CACHED = 2000  # characters: texts up to a fact's length are cached
 
 
-@functools.lru_cache(maxsize=65_536)
 def fold(text: str) -> str:
     """One line: control characters, line and paragraph separators become spaces."""
+    # Facts are read again and again; long memories are not worth keeping.
+    return _fold_cached(text) if len(text) <= MAX_CACHED else _fold(text)
+
+
+def _fold(text: str) -> str:
     if text.isprintable():
         return _SPACE.sub(" ", text).strip()
     cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text)
     return _SPACE.sub(" ", cleaned).strip()
 
 
+_fold_cached = functools.lru_cache(maxsize=16_384)(_fold)
+
+
+def forget_cached_text() -> None:
+    """Drop every stored text this module keeps for speed (after an erasure)."""
+    _fold_cached.cache_clear()
+    _fact_line.cache_clear()
+
+
 def fact_line(fact: Fact) -> str:
     return _fact_line(fact.key, fact.content, fact.scope is Scope.ACCOUNT, fact.valid_from)
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=16_384)
 def _fact_line(key: str, content: str, shared: bool, since: dt.datetime) -> str:
     label = f"{key} (account)" if shared else key
     return f"- {label}: {fold(content)} (since {since:%Y-%m-%d})"

@@ -70,7 +70,9 @@ class MemoryEngine:
         self.url = database.resolve_url(url)
         self.db = database.create(self.url, write_wait=write_wait)
         self._is_admin = is_admin
-        self.count_tokens = TokenCounter(tokenizer)
+        self._tokens = TokenCounter(tokenizer)
+        self.count_tokens: Callable[[str], int] = self._tokens.exact
+        """The engine's token count of any text: what ``token_budget`` is counted in."""
         embed_fn = ranking.as_embed(embed)
         self._semantic = ranking.Semantic(embed_fn) if embed_fn else None
         # In-memory SQLite is one connection shared by every thread: take turns on it.
@@ -433,7 +435,7 @@ class MemoryEngine:
         total: int | None = None
         with self._read() as conn:
             if at is None and known is None:
-                page = None if self._semantic is not None else reading.page_size(budget, self.count_tokens)
+                page = None if self._semantic is not None else reading.page_size(budget, self._tokens)
                 chosen = reading.candidates(conn, who, reading.query_terms(text), page)
                 found, total = chosen.facts, chosen.total
                 kept = recall.recent(conn, who)
@@ -452,7 +454,7 @@ class MemoryEngine:
                     memories=relevant,
                     changes=changes,
                     budget=budget,
-                    count=self.count_tokens,
+                    count=self._tokens,
                     changed_more=more,
                     rank=(lambda fs: self._rank(text, fs)) if text else None,
                     waiting=bool(relevant or resolved.tellable),
@@ -550,6 +552,12 @@ class MemoryEngine:
         v.name("account", account)
         v.name("user", user)
         report = self._write(lambda conn: erasure.erase(conn, account, user, utcnow()))
+        # Texts kept in this process for speed may hold the person's words.
+        self._tokens.forget()
+        if self._semantic is not None:
+            self._semantic.forget()
+        context.forget_cached_text()
+        ranking.forget_cached_text()
         if self.db.dialect.name == "sqlite" and not database.is_memory_sqlite(self.url):
             # The erased pages may still sit in the write-ahead log: fold it in and empty it.
             with self._serial, self.db.connect() as conn:

@@ -38,11 +38,22 @@ def bm25(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> l
     return scores
 
 
-@functools.lru_cache(maxsize=65_536)
 def _counted(doc: str) -> tuple[int, Counter[str]]:
-    """A document's length in words and its term counts; stored text is read again and again."""
+    """A document's length in words and its term counts; facts are read again and again."""
+    return _counted_cached(doc) if len(doc) <= 2000 else _count(doc)
+
+
+def _count(doc: str) -> tuple[int, Counter[str]]:
     found = words(doc)
     return len(found), Counter(found)
+
+
+_counted_cached = functools.lru_cache(maxsize=16_384)(_count)
+
+
+def forget_cached_text() -> None:
+    """Drop the stored texts kept for speed (after an erasure)."""
+    _counted_cached.cache_clear()
 
 
 def as_embed(embed: Any) -> Embed | None:
@@ -65,6 +76,9 @@ class Semantic:
         self._embed = embed
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = cache_size
+
+    def forget(self) -> None:
+        self._cache.clear()
 
     def scores(self, query: str, docs: Sequence[str]) -> list[float]:
         missing = [d for d in dict.fromkeys(docs) if d not in self._cache]

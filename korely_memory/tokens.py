@@ -43,6 +43,13 @@ class TokenCounter:
             self._cache.popitem(last=False)
         return n
 
+    def exact(self, text: str) -> int:
+        """The count of ``text``, kept nowhere: for text that is not the engine's own."""
+        return int(self._count(text))
+
+    def forget(self) -> None:
+        self._cache.clear()
+
     def total(self, segments: list[str]) -> int:
         """The exact count of ``"".join(segments)``."""
         if self.additive:
