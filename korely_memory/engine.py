@@ -329,10 +329,7 @@ class MemoryEngine:
         """Take administration of ``account`` away from ``user``."""
         v.name("account", account)
         v.name("user", user)
-        database.run_write(
-            self.db,
-            lambda conn: conn.execute(admins.delete().where(admins.c.account == account, admins.c.user == user)),
-        )
+        self._write(lambda conn: conn.execute(admins.delete().where(admins.c.account == account, admins.c.user == user)))
 
     def is_admin(self, account: str, user: str) -> bool:
         """Whether ``user`` administers ``account`` (the application's ``is_admin`` when given)."""
@@ -573,6 +570,8 @@ class MemoryEngine:
     def trim(self, now: dt.datetime | dt.date | None = None) -> TrimReport:
         """Remove marks 90 days after their last read, and marks whose change was told. Run it hourly."""
         moment = v.moment("now", now) or utcnow()
+        if moment - dt.datetime.min.replace(tzinfo=dt.timezone.utc) < erasure.MARK_LIFETIME:
+            raise InvalidRequest("now", f"must be at least {erasure.MARK_LIFETIME.days} days after year 1")
         return self._write(lambda conn: erasure.trim(conn, moment))
 
     def _fact(self, conn: Connection, fact_id: int) -> Fact:
