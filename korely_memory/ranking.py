@@ -26,15 +26,18 @@ def bm25(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> l
     counted = [_counted(d) for d in docs]
     avg = sum(length for length, _ in counted) / len(docs) or 1.0
     n = len(docs)
-    idf = {}
-    for term in terms:
-        df = sum(1 for _, tf in counted if term in tf)
-        if df:
-            idf[term] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    hits = [tf.keys() & terms for _, tf in counted]  # set work in C: most docs share few query words
+    df: Counter[str] = Counter()
+    for found in hits:
+        df.update(found)
+    idf = {term: math.log(1 + (n - k + 0.5) / (k + 0.5)) for term, k in df.items()}
     scores = []
-    for length, tf in counted:
+    for (length, tf), found in zip(counted, hits):
+        if not found:
+            scores.append(0.0)
+            continue
         norm = k1 * (1 - b + b * length / avg)
-        scores.append(sum(w * tf[t] * (k1 + 1) / (tf[t] + norm) for t, w in idf.items() if t in tf))
+        scores.append(sum(idf[t] * tf[t] * (k1 + 1) / (tf[t] + norm) for t in found))
     return scores
 
 
