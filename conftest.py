@@ -7,9 +7,12 @@ server, user postgres, database test). Without it, its tests skip, unless
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -18,6 +21,8 @@ from korely_memory import MemoryEngine
 
 POSTGRES_URL = os.environ.get("KORELY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 BACKENDS = ["sqlite", "postgresql"]
+
+Connect = Callable[[socket.socket, Any], Any]
 
 _postgres_error: str | None = None
 _postgres_checked = False
@@ -78,3 +83,29 @@ def db_url(request: pytest.FixtureRequest) -> str:
 def engine(db_url: str) -> Iterator[MemoryEngine]:
     with MemoryEngine(db_url) as eng:
         yield eng
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any connection that would leave this machine (the test databases are on loopback)."""
+    monkeypatch.setattr(socket.socket, "connect", local_only(socket.socket.connect))
+
+
+def local_only(connect: Connect) -> Connect:
+    """``connect``, refusing addresses other than loopback; also used by the examples' subprocesses."""
+
+    def guarded(sock: socket.socket, address: Any) -> Any:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address[0]):
+            raise AssertionError(f"a test tried to reach {address}")
+        return connect(sock, address)
+
+    return guarded
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -2,20 +2,13 @@
 
 The `engine` fixture (a fresh SQLite file, and a fresh PostgreSQL schema when
 one is reachable) comes from the repository's root conftest. No test reaches
-the network: a connection to anything but this machine fails.
+the network: the root conftest makes a connection to anything but this machine fail.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 from korely_memory import Identity
-
-Connect = Callable[[socket.socket, Any], Any]
 
 
 @pytest.fixture
@@ -29,27 +22,3 @@ def use_async(request: pytest.FixtureRequest) -> bool:
     return request.param == "ainvoke"
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail any connection that would leave this machine (the test databases are on loopback)."""
-    monkeypatch.setattr(socket.socket, "connect", local_only(socket.socket.connect))
-
-
-def local_only(connect: Connect) -> Connect:
-    """`connect`, refusing addresses other than loopback; also used by the example's subprocess."""
-
-    def guarded(sock: socket.socket, address: Any) -> Any:
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address[0]):
-            raise AssertionError(f"a test tried to reach {address}")
-        return connect(sock, address)
-
-    return guarded
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -7,10 +7,8 @@ from the repository's root conftest.
 from __future__ import annotations
 
 import copy
-import ipaddress
-import socket
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -83,24 +81,3 @@ def giulia() -> Identity:
     return Identity(account="acme", user="giulia", agent="support-copilot")
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Fail any connection that would leave this machine (the test databases are on loopback)."""
-    connect = socket.socket.connect
-
-    def local_only(sock: socket.socket, address: Any) -> Any:
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address[0]):
-            raise AssertionError(f"a test tried to reach {address}")
-        return connect(sock, address)
-
-    monkeypatch.setattr(socket.socket, "connect", local_only)
-    yield
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
