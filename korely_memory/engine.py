@@ -15,15 +15,14 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import DBAPIError
 
-from . import context, database, erasure, facts as versions, index, memories as recall, notices, ranking, reading
+from . import context, database, erasure, facts as versions, memories as recall, notices, ranking, reading, review
 from . import validation as v
-from .errors import InvalidRequest, LimitExceeded, NotCurrent, NotFound, PermissionDenied
+from .errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
 from .identity import Identity, Scope
-from .models import Base, admins, facts
+from .models import Base
 from .tokens import TokenCounter
 from .types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
 
@@ -134,7 +133,7 @@ class MemoryEngine:
         ceiling = v.optional_count("max_facts", max_facts)
 
         def work(conn: Connection) -> Fact:
-            versions_lock(conn, who, key)
+            versions.lock_key(conn, who, key)
             now = utcnow()
             if source is not None:
                 self._memory_of(conn, who, source)
@@ -181,7 +180,7 @@ class MemoryEngine:
         start = v.moment("valid_from", valid_from)
 
         def work(conn: Connection) -> Fact:
-            versions_lock(conn, who, key)
+            versions.lock_key(conn, who, key)
             old = self._target(conn, who, key, "correct")
             if old.content == content:
                 return old
@@ -213,7 +212,7 @@ class MemoryEngine:
         end = v.moment("at", at)
 
         def work(conn: Connection) -> Fact:
-            versions_lock(conn, who, key)
+            versions.lock_key(conn, who, key)
             old = self._target(conn, who, key, "forget")
             now = utcnow()
             versions.end_version(conn, old.id, cause="forgotten", now=now, invalid_at=end or now)
@@ -225,7 +224,7 @@ class MemoryEngine:
         own = versions.own_current(conn, who, key)
         if own is not None:
             return own
-        versions_lock(conn, who, key, shared=True)
+        versions.lock_key(conn, who, key, shared=True)
         shared = versions.account_current(conn, who, key)
         if shared is None:
             raise NotFound(f"no true fact under key {key!r} to {verb}; use remember to record one")
@@ -256,45 +255,7 @@ class MemoryEngine:
         def work(conn: Connection) -> Fact:
             if not self._admin(conn, admin.account, reviewer):
                 raise PermissionDenied(f"{reviewer!r} is not an administrator of account {admin.account!r}")
-            fact = versions.by_id(conn, fid)
-            if fact is None or fact.account != admin.account:
-                raise NotFound(f"no fact {fid} in account {admin.account!r}")
-            subject = Identity(fact.account, fact.owner, fact.agent)
-            versions_lock(conn, subject, fact.key, shared=True)
-            fact = self._fact(conn, fid)  # read again under the lock
-            if not fact.is_current:
-                end = versions.chain_end(conn, fact)
-                raise NotCurrent(f"fact {fid} has ended ({fact.end_cause})", end.id if end else None)
-            if fact.effective_scope is Scope.ACCOUNT and confirm:
-                return fact
-            if fact.effective_scope is not Scope.ACCOUNT_PROPOSED:
-                raise InvalidRequest("fact_id", f"fact {fid} is a {fact.effective_scope.value} fact, not a proposal")
-            now = utcnow()
-            if confirm:
-                replaced = versions.account_current(conn, subject, fact.key)
-                if replaced is not None:
-                    cause = "read_from_memory" if fact.source_memory_id is not None else "stated"
-                    versions.end_version(
-                        conn, replaced.id, cause=cause, now=now, invalid_at=now, replaced_by_id=fact.id
-                    )
-                conn.execute(
-                    facts.update()
-                    .where(facts.c.id == fid)
-                    .values(scope=Scope.ACCOUNT.value, confirmed_by=admin.user, confirmed_at=now)
-                )
-                index.confirmed(conn, fid, account=fact.account, agent=fact.agent, owner_key=versions.owner_key(fact.owner))
-            else:
-                versions.end_version(
-                    conn,
-                    fid,
-                    cause="rejected",
-                    now=now,
-                    invalid_at=now,
-                    scope=Scope.ACCOUNT_REJECTED.value,
-                    confirmed_by=admin.user,
-                    confirmed_at=now,
-                )
-            return self._fact(conn, fid)
+            return review.decide(conn, admin.account, reviewer, fid, confirm=confirm, now=utcnow())
 
         return self._write(work)
 
@@ -302,34 +263,21 @@ class MemoryEngine:
         """The review queue: account facts waiting for an administrator, oldest first."""
         v.name("account", account)
         v.name("agent", agent, optional=True)
-        where: list[sa.ColumnElement[bool]] = [facts.c.account == account, facts.c.scope == versions.PROPOSED]
-        if agent is not None:
-            where.append(facts.c.agent == agent)
         with self._read() as conn:
-            rows = conn.execute(
-                sa.select(facts).where(versions.IS_TRUE, *where).order_by(facts.c.recorded_at, facts.c.id)
-            )
-            return [Fact.from_row(r) for r in rows]
+            return review.queue(conn, account, agent)
 
     def grant_admin(self, account: str, user: str) -> None:
         """Make ``user`` an administrator of ``account``."""
         v.name("account", account)
         v.name("user", user)
 
-        def work(conn: Connection) -> None:
-            exists = conn.execute(
-                sa.select(admins.c.user).where(admins.c.account == account, admins.c.user == user)
-            ).first()
-            if exists is None:
-                conn.execute(admins.insert().values(account=account, user=user))
-
-        self._write(work)
+        self._write(lambda conn: review.grant(conn, account, user))
 
     def revoke_admin(self, account: str, user: str) -> None:
         """Take administration of ``account`` away from ``user``."""
         v.name("account", account)
         v.name("user", user)
-        self._write(lambda conn: conn.execute(admins.delete().where(admins.c.account == account, admins.c.user == user)))
+        self._write(lambda conn: review.revoke(conn, account, user))
 
     def is_admin(self, account: str, user: str) -> bool:
         """Whether ``user`` administers ``account`` (the application's ``is_admin`` when given)."""
@@ -341,10 +289,7 @@ class MemoryEngine:
     def _admin(self, conn: Connection, account: str, user: str) -> bool:
         if self._is_admin is not None:
             return bool(self._is_admin(account, user))
-        found = conn.execute(
-            sa.select(admins.c.user).where(admins.c.account == account, admins.c.user == user)
-        ).first()
-        return found is not None
+        return review.listed(conn, account, user)
 
     # -- reading facts ------------------------------------------------------------
 
@@ -597,13 +542,3 @@ class MemoryEngine:
     aerase_user = _twin(erase_user)
     adelete_reader = _twin(delete_reader)
     atrim = _twin(trim)
-
-
-def versions_lock(conn: Connection, who: Identity, key: str, *, shared: bool = False) -> None:
-    """Serialise writers of ``key`` in the identity's namespace, then (``shared``) the account's.
-
-    Always in that order, so two writers never wait on each other in a circle.
-    """
-    database.namespace_lock(conn, who.account, who.agent, who.user, key)
-    if shared:
-        database.namespace_lock(conn, who.account, who.agent, "\x00account", key)

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import index
+from . import database, index
 from .identity import Identity, Scope
 from .models import facts, marks
 from .types import Fact
@@ -253,3 +253,13 @@ def _reached(f: Fact, who: Identity, known: dt.datetime | None) -> bool:
     if f.effective_scope is Scope.ACCOUNT:
         return reviewed or mine
     return mine
+
+
+def lock_key(conn: Connection, who: Identity, key: str, *, shared: bool = False) -> None:
+    """Serialise writers of ``key`` in the identity's namespace, then (``shared``) the account's.
+
+    Always in that order, so two writers never wait on each other in a circle.
+    """
+    database.namespace_lock(conn, who.account, who.agent, who.user, key)
+    if shared:
+        database.namespace_lock(conn, who.account, who.agent, "\x00account", key)
