@@ -383,11 +383,11 @@ class MemoryEngine:
                 kept = recall.recent(conn, who)
             else:
                 found = versions.as_of(versions.every_version(conn, who), at=at, known=known, who=who)
+                found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)  # candidates come sorted
                 until = min(t for t in (at, known) if t is not None)
                 kept = [m for m in recall.recent(conn, who) if m.created_at <= until]
             if reader is not None and marking:
                 resolved = notices.resolve(conn, who, notices.pending(conn, who, reader), kinds)
-            found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
             relevant = self._relevant(text, kept)
 
             def draw(changes: Sequence[Change], more: int | None) -> ContextBlock:
