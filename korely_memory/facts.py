@@ -5,7 +5,6 @@ Every function here runs inside a transaction the engine opened; none commits.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -16,11 +15,10 @@ from sqlalchemy.engine import Connection
 from . import database, index
 from .identity import Identity, Scope
 from .models import facts, marks
-from .types import Fact
+from .types import FACT_FIELDS, Fact
 
 ACCOUNT = Scope.ACCOUNT.value
 PROPOSED = Scope.ACCOUNT_PROPOSED.value
-REJECTED = Scope.ACCOUNT_REJECTED.value
 
 # Written exactly as in the partial indexes' predicates, so SQLite can use them.
 IS_TRUE = sa.text("korely_facts.ended_recorded_at IS NULL")
@@ -32,7 +30,7 @@ def owner_key(user: str | None) -> str:
     return user or ""
 
 
-FIELDS = [f.name for f in dataclasses.fields(Fact)]
+FIELDS = list(FACT_FIELDS)
 _ROW = [facts.c[f] for f in FIELDS]
 _MINE = (
     facts.c.account == sa.bindparam("account"),
@@ -172,21 +170,9 @@ _VISIBLE = sa.union_all(
     sa.select(*_ROW).where(*_MINE, IS_TRUE, IS_PERSONAL),
     sa.select(*_ROW).where(*_MINE[:2], IS_TRUE, IS_ACCOUNT),
 )
-_SCOPES: dict[str | None, Scope | None] = {None: None, **{s.value: s for s in Scope}}
-
-
 def from_values(values: Sequence[Any]) -> Fact:
     """A Fact from a row in field order; many rows are read per block, so no per-field lookups."""
-    return fact_of(dict(zip(FIELDS, values)))
-
-
-def fact_of(fields: dict[str, Any]) -> Fact:
-    """A Fact from its fields by name, the stored scope text among them (the dict is used up)."""
-    fact = object.__new__(Fact)
-    scope = fields["scope"]
-    fields["scope"] = _SCOPES[scope] if scope in _SCOPES else Scope(scope)
-    fact.__dict__.update(fields)
-    return fact
+    return Fact.from_fields(dict(zip(FIELDS, values)))
 
 
 def visible(conn: Connection, who: Identity) -> list[Fact]:

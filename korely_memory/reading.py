@@ -92,7 +92,7 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
             for name in _MOMENTS:
                 if fields[name] is not None:
                     fields[name] = moment(fields[name])
-            seen[row[1]] = versions.fact_of(fields)
+            seen[row[1]] = Fact.from_fields(fields)
     # The statement already hides account facts a user's own fact shadows; the index allows one per key.
     found = list(seen.values())
     complete = page is None or (paged[0] <= page and paged[1] <= page)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,28 +44,26 @@ class Fact:
         return self.ended_recorded_at is None
 
     @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> Fact:
+        """A Fact from its fields by name, the stored scope text among them (the dict is used up).
+
+        A block reads many rows: this skips the generated ``__init__`` and its per-field work.
+        """
+        fact = object.__new__(cls)
+        scope = fields["scope"]
+        fields["scope"] = _SCOPES[scope] if scope in _SCOPES else Scope(scope)
+        fact.__dict__.update(fields)
+        return fact
+
+    @classmethod
     def from_row(cls, row: Any) -> Fact:
+        """A Fact from a database row that holds (at least) every field."""
         m = row._mapping
-        return cls(
-            id=m["id"],
-            account=m["account"],
-            owner=m["owner"],
-            agent=m["agent"],
-            key=m["key"],
-            content=m["content"],
-            scope=Scope(m["scope"]) if m["scope"] is not None else None,
-            valid_from=m["valid_from"],
-            invalid_at=m["invalid_at"],
-            recorded_at=m["recorded_at"],
-            ended_recorded_at=m["ended_recorded_at"],
-            end_cause=m["end_cause"],
-            replaced_by_id=m["replaced_by_id"],
-            source_memory_id=m["source_memory_id"],
-            confirmed_by=m["confirmed_by"],
-            confirmed_at=m["confirmed_at"],
-            created_at=m["created_at"],
-            modified_at=m["modified_at"],
-        )
+        return cls.from_fields({name: m[name] for name in FACT_FIELDS})
+
+
+_SCOPES: dict[str | None, Scope | None] = {None: None, **{s.value: s for s in Scope}}
+FACT_FIELDS = tuple(f.name for f in dataclasses.fields(Fact))
 
 
 @dataclass(frozen=True)

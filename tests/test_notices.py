@@ -347,3 +347,21 @@ def test_marks_go_with_their_fact_and_with_an_erased_user(engine: MemoryEngine) 
     report = engine.erase_user("acme", "giulia")
     assert report.marks == 2 and report.facts == 1
     assert mark_count(engine) == 1
+
+
+def test_changes_never_starve_the_first_memory(engine: MemoryEngine) -> None:
+    for i in range(3):
+        engine.remember(GIULIA, f"k{i}", f"Giulia's old arrangement number {i} " + "with many details " * 6)
+    engine.get_context(GIULIA, reader="bot")
+    for i in range(3):
+        engine.correct(GIULIA, f"k{i}", f"Giulia's new arrangement number {i} " + "with other details " * 6)
+    engine.add_memory(GIULIA, "Giulia asked about the arrangement for invoices " * 10)
+    block = engine.get_context(GIULIA, "arrangement invoices", reader="bot", token_budget=200)
+    assert block.memories, "the first memory keeps its room"
+    assert block.changed and block.tokens <= 200
+    # The changes that did not fit wait; none is lost.
+    told = len(block.changed)
+    while block.changed_more:
+        block = engine.get_context(GIULIA, "arrangement invoices", reader="bot", token_budget=800)
+        told += len(block.changed)
+    assert told == 3

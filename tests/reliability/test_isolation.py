@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 from korely_memory import Fact, Identity, KorelyError, MemoryEngine
 
 from .soak import scale, tally
-from .world import empty
+from .world import GIULIA, IDENTITIES, empty
 
 USERS = ("giulia", "marco", "anna", None)
 AGENTS = ("support", "sales")
@@ -31,18 +31,7 @@ KEYS = ("home-city", "plan", "hours")
 ADMINS = {"acme": "anna", "globex": "giulia"}
 TAG = re.compile(r"⟦(\d+)⟧")
 
-GIULIA = Identity("acme", "giulia", "support")
-# Few identities, each pair differing in one part only, so that a leak has a neighbour to reach.
-identities = st.sampled_from((
-    GIULIA,
-    GIULIA,
-    Identity("acme", "giulia", "sales"),
-    Identity("acme", "marco", "support"),
-    Identity("acme", None, "support"),
-    Identity("acme", "anna", "support"),
-    Identity("globex", "giulia", "support"),
-    Identity("globex", None, "sales"),
-))
+identities = st.sampled_from(IDENTITIES)
 readers = st.sampled_from((None, "bot", "bot", "helper", "marco"))
 
 

@@ -21,7 +21,7 @@ from ..helpers import snapshot
 from .model import ALL_CAUSES, Block, Model, Outcome, Told
 from .shape import shape_errors
 from .soak import scale, tally
-from .world import broken_invariants, empty
+from .world import IDENTITIES, broken_invariants, empty
 
 ACCOUNTS = ("acme", "globex")
 USERS = ("giulia", "marco", "anna", None)
@@ -32,18 +32,6 @@ ADMINS = (("acme", "anna"), ("globex", "giulia"))
 CHANGES: tuple[Any, ...] = (None, "all", ("corrected",), ("stated", "read_from_memory", "rejected"))
 BUDGET = 8000  # everything fits: what is shown is decided by visibility alone
 
-# Few identities, so that the ones met share history often; each pair differs in one part only.
-GIULIA = Identity("acme", "giulia", "support")
-IDENTITIES = (
-    GIULIA,
-    GIULIA,
-    Identity("acme", "giulia", "sales"),
-    Identity("acme", "marco", "support"),
-    Identity("acme", None, "support"),
-    Identity("acme", "anna", "support"),
-    Identity("globex", "giulia", "support"),
-    Identity("globex", None, "sales"),
-)
 identities = st.sampled_from(IDENTITIES)
 readers = st.sampled_from((None, "bot", "bot", "bot", "helper", "giulia"))
 

@@ -6,8 +6,22 @@ from collections import Counter
 
 import sqlalchemy as sa
 
-from korely_memory import MemoryEngine
+from korely_memory import Identity, MemoryEngine
 from korely_memory.models import Base, facts, marks, memories
+
+GIULIA = Identity("acme", "giulia", "support")
+# Few identities, so that the ones met share history often, and each pair differs in one part only,
+# so that a leak has a neighbour to reach. Giulia twice: she is met most.
+IDENTITIES = (
+    GIULIA,
+    GIULIA,
+    Identity("acme", "giulia", "sales"),
+    Identity("acme", "marco", "support"),
+    Identity("acme", None, "support"),
+    Identity("acme", "anna", "support"),
+    Identity("globex", "giulia", "support"),
+    Identity("globex", None, "sales"),
+)
 
 def empty(engine: MemoryEngine) -> None:
     """Delete every row: a fresh database for the next example, without creating one."""
