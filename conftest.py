@@ -19,7 +19,9 @@ import sqlalchemy as sa
 
 from korely_memory import MemoryEngine
 
-POSTGRES_URL = os.environ.get("KORELY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "KORELY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
 BACKENDS = ["sqlite", "postgresql"]
 
 Connect = Callable[[socket.socket, Any], Any]
@@ -38,7 +40,9 @@ def _postgres_unavailable() -> str | None:
                 conn.exec_driver_sql("SELECT 1")
             probe.dispose()
         except Exception as exc:  # any reason at all means: no PostgreSQL here
-            _postgres_error = f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.__class__.__name__}: {exc}"
+            _postgres_error = (
+                f"PostgreSQL not reachable at {POSTGRES_URL}: {exc.__class__.__name__}: {exc}"
+            )
     return _postgres_error
 
 

@@ -22,20 +22,21 @@ QUERY = "Where does Giulia live, and which invoices does she want on paper?"
 SINCE = dt.datetime(2026, 10, 1, tzinfo=dt.timezone.utc)
 
 _SUBJECTS = ["Giulia", "The customer", "She", "Her team", "The account", "Their office"]
-_VERBS = ["prefers", "asks for", "uses", "wants", "reviews", "files", "keeps", "needs", "sends", "approves"]
-_THINGS = (
-    "invoices reports contracts tickets budgets orders forecasts licences renewals refunds "
-    "dashboards exports backups audits quotes shipments payments credits meetings calls"
-).split()
-_MANNER = (
-    "on paper|by email|every Monday|before noon|in Italian|in euros|as PDF|monthly|weekly|"
-    "with a summary|from the Milan office|for the Rome region|after review|without attachments|"
-    "in the shared folder|through the portal|on the first day|with two approvals"
-).split("|")
-_TOPICS = (
-    "billing region plan language timezone contact channel format schedule approval currency "
-    "vendor office device team project printer login escalation holiday"
-).split()
+_VERBS = [
+    "prefers",
+    "asks for",
+    "uses",
+    "wants",
+    "reviews",
+    "files",
+    "keeps",
+    "needs",
+    "sends",
+    "approves",
+]
+_THINGS = ["invoices", "reports", "contracts", "tickets", "budgets", "orders", "forecasts", "licences", "renewals", "refunds", "dashboards", "exports", "backups", "audits", "quotes", "shipments", "payments", "credits", "meetings", "calls"]
+_MANNER = ["on paper", "by email", "every Monday", "before noon", "in Italian", "in euros", "as PDF", "monthly", "weekly", "with a summary", "from the Milan office", "for the Rome region", "after review", "without attachments", "in the shared folder", "through the portal", "on the first day", "with two approvals"]
+_TOPICS = ["billing", "region", "plan", "language", "timezone", "contact", "channel", "format", "schedule", "approval", "currency", "vendor", "office", "device", "team", "project", "printer", "login", "escalation", "holiday"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,9 @@ def person(user: str = "giulia") -> Identity:
     return Identity(ACCOUNT, user, AGENT)
 
 
-def _fact_rows(user: str, batch: list[Item], moment: dt.datetime, first_id: int) -> Iterator[dict[str, object]]:
+def _fact_rows(
+    user: str, batch: list[Item], moment: dt.datetime, first_id: int
+) -> Iterator[dict[str, object]]:
     for i, item in enumerate(batch):
         t = moment + dt.timedelta(microseconds=i)
         yield {
@@ -97,7 +100,13 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
             for row in _fact_rows(user, owned, now, next_id):
                 rows.append(row)
                 terms.extend(
-                    {"account": ACCOUNT, "agent": AGENT, "space": user, "term": t, "fact_id": row["id"]}
+                    {
+                        "account": ACCOUNT,
+                        "agent": AGENT,
+                        "space": user,
+                        "term": t,
+                        "fact_id": row["id"],
+                    }
                     for t in index.terms_of(str(row["key"]), str(row["content"]))
                 )
             next_id += len(owned)
@@ -107,9 +116,13 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
                 rows, terms = [], []
         _flush(conn, facts, rows)
         _flush(conn, fact_terms, terms)
-        index.add_counts(conn, [(ACCOUNT, AGENT, user, len(owned)) for user, owned in owners.items()])
+        index.add_counts(
+            conn, [(ACCOUNT, AGENT, user, len(owned)) for user, owned in owners.items()]
+        )
         if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SELECT setval(pg_get_serial_sequence('korely_facts', 'id'), max(id)) FROM korely_facts")
+            conn.exec_driver_sql(
+                "SELECT setval(pg_get_serial_sequence('korely_facts', 'id'), max(id)) FROM korely_facts"
+            )
     if engine.db.dialect.name == "postgresql":
         with engine.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM ANALYZE")
@@ -124,7 +137,10 @@ def _flush(conn: sa.Connection, table: sa.Table, rows: list[dict[str, object]]) 
     columns = list(rows[0])
     raw = conn.connection.driver_connection
     assert raw is not None
-    with raw.cursor() as cur, cur.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
+    with (
+        raw.cursor() as cur,
+        cur.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy,
+    ):
         for row in rows:
             copy.write_row([row[c] for c in columns])
 
@@ -132,7 +148,9 @@ def _flush(conn: sa.Connection, table: sa.Table, rows: list[dict[str, object]]) 
 def others(count: int, per_owner: int = 10) -> dict[str, list[Item]]:
     """``count`` other people with ``per_owner`` short facts each."""
     return {
-        f"user-{u:06d}": [Item(f"topic-{k}", f"Note {k} on {_THINGS[(u + k) % len(_THINGS)]}")
-                          for k in range(per_owner)]
+        f"user-{u:06d}": [
+            Item(f"topic-{k}", f"Note {k} on {_THINGS[(u + k) % len(_THINGS)]}")
+            for k in range(per_owner)
+        ]
         for u in range(count)
     }

@@ -54,7 +54,9 @@ class LangGraphPeer:
         from langgraph.store.base import PutOp
 
         for start in range(0, len(facts), 1000):
-            self.store.batch([PutOp(NAMESPACE, f.key, _value(f)) for f in facts[start : start + 1000]])
+            self.store.batch(
+                [PutOp(NAMESPACE, f.key, _value(f)) for f in facts[start : start + 1000]]
+            )
         self.size = len(facts)
 
     def read(self, query: str, budget: int) -> str:
@@ -88,8 +90,9 @@ def postgres_store(libpq_url: str, count: TokenCounter) -> Iterator[LangGraphPee
     with psycopg.connect(libpq_url, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        with psycopg.connect(libpq_url, autocommit=True, prepare_threshold=0,
-                             options=f"-csearch_path={schema}") as conn:
+        with psycopg.connect(
+            libpq_url, autocommit=True, prepare_threshold=0, options=f"-csearch_path={schema}"
+        ) as conn:
             from psycopg.rows import dict_row
 
             conn.row_factory = dict_row  # type: ignore[assignment]
@@ -107,7 +110,9 @@ class LlamaIndexPeer:
     def __init__(self, facts: list[Item], budget: int, encode: Callable[[str], list[int]]) -> None:
         from llama_index.core.memory import Memory, StaticMemoryBlock
 
-        text = "\n".join(f"- {v['key']}: {v['content']} (since {v['since']})" for v in map(_value, facts))
+        text = "\n".join(
+            f"- {v['key']}: {v['content']} (since {v['since']})" for v in map(_value, facts)
+        )
         self.memory = Memory.from_defaults(
             session_id="giulia",
             token_limit=budget,

@@ -28,7 +28,8 @@ import sqlalchemy as sa
 from korely_memory import MemoryEngine
 from korely_memory.tokens import TokenCounter
 
-from . import peers, workloads as w
+from . import peers
+from . import workloads as w
 from .data import QUERY, items, load, others, person
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -52,8 +53,20 @@ class Sizes:
     memory_warm: int = 1_000
 
 
-SMOKE = Sizes(facts=(40, 200), budgets=(800,), runs=3, peer_runs=2, other_owners=200, big_owner=400,
-              remember=20, told_readers=2, told_writers=1, told_seconds=0.5, memory_reads=50, memory_warm=10)
+SMOKE = Sizes(
+    facts=(40, 200),
+    budgets=(800,),
+    runs=3,
+    peer_runs=2,
+    other_owners=200,
+    big_owner=400,
+    remember=20,
+    told_readers=2,
+    told_writers=1,
+    told_seconds=0.5,
+    memory_reads=50,
+    memory_warm=10,
+)
 
 
 @dataclass
@@ -78,7 +91,10 @@ class Table:
 
     def markdown(self) -> str:
         out = ["| workload | SQLite | PostgreSQL |", "|---|---:|---:|"]
-        out += [f"| {name} | {cells.get('sqlite', '–')} | {cells.get('postgresql', '–')} |" for name, cells in self.rows]
+        out += [
+            f"| {name} | {cells.get('sqlite', '–')} | {cells.get('postgresql', '–')} |"
+            for name, cells in self.rows
+        ]
         return "\n".join(out)
 
 
@@ -107,9 +123,9 @@ class Databases:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
         try:
-            yield self.postgres.update_query_dict({"options": f"-csearch_path={name}"}).render_as_string(
-                hide_password=False
-            )
+            yield self.postgres.update_query_dict(
+                {"options": f"-csearch_path={name}"}
+            ).render_as_string(hide_password=False)
         finally:
             with admin.connect() as conn:
                 conn.exec_driver_sql(f'DROP SCHEMA "{name}" CASCADE')
@@ -126,20 +142,36 @@ def reads(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
             load(engine, {"giulia": items(n)})
             who = person()
             for budget in sizes.budgets:
-                plain = w.median_ms(lambda: engine.get_context(who, QUERY, token_budget=budget), sizes.runs)
+                plain = w.median_ms(
+                    lambda: engine.get_context(who, QUERY, token_budget=budget), sizes.runs
+                )
                 table.put(f"get_context, {n:,} facts, budget {budget}", backend, plain)
                 read = lambda: engine.get_context(who, QUERY, token_budget=budget, reader=w.READER)  # noqa: E731
                 marked = w.median_ms(read, sizes.runs)
-                table.put(f"get_context, {n:,} facts, budget {budget}, reader (steady)", backend, marked)
-                table.put(f"reader extra, {n:,} facts, budget {budget}", backend, marked - plain, "{:+.2f}")
+                table.put(
+                    f"get_context, {n:,} facts, budget {budget}, reader (steady)", backend, marked
+                )
+                table.put(
+                    f"reader extra, {n:,} facts, budget {budget}",
+                    backend,
+                    marked - plain,
+                    "{:+.2f}",
+                )
                 if budget == sizes.budgets[0]:
-                    table.put(f"steady read writes nothing, {n:,} facts", backend,
-                              "yes" if w.writes_nothing(engine, read) else "NO")
-            engine_ms = table.get(f"get_context, {n:,} facts, budget {sizes.budgets[0]}", backend) or 0.0
+                    table.put(
+                        f"steady read writes nothing, {n:,} facts",
+                        backend,
+                        "yes" if w.writes_nothing(engine, read) else "NO",
+                    )
+            engine_ms = (
+                table.get(f"get_context, {n:,} facts, budget {sizes.budgets[0]}", backend) or 0.0
+            )
         peer_reads(table, dbs, backend, n, sizes, engine_ms)
 
 
-def peer_reads(table: Table, dbs: Databases, backend: str, n: int, sizes: Sizes, engine_ms: float) -> None:
+def peer_reads(
+    table: Table, dbs: Databases, backend: str, n: int, sizes: Sizes, engine_ms: float
+) -> None:
     budget = sizes.budgets[0]
     counter = TokenCounter()
     facts = items(n)
@@ -147,8 +179,10 @@ def peer_reads(table: Table, dbs: Databases, backend: str, n: int, sizes: Sizes,
     stores: list[tuple[str, Callable[[], contextlib.AbstractContextManager[peers.LangGraphPeer]]]]
     if backend == "sqlite":
         path = os.path.join(dbs.workdir, f"langgraph-{uuid.uuid4().hex[:8]}.db")
-        stores = [(PEER, lambda: peers.sqlite_store(path, counter)),
-                  ("LangGraph InMemoryStore", lambda: peers.in_memory(counter))]
+        stores = [
+            (PEER, lambda: peers.sqlite_store(path, counter)),
+            ("LangGraph InMemoryStore", lambda: peers.in_memory(counter)),
+        ]
     else:
         stores = [(PEER, lambda: peers.postgres_store(dbs.libpq(), counter))]
     for name, open_store in stores:
@@ -156,13 +190,22 @@ def peer_reads(table: Table, dbs: Databases, backend: str, n: int, sizes: Sizes,
             peer.load(facts)
             ms = w.median_ms(lambda: peer.read(QUERY, budget), runs, warm=3)
         table.put(f"{name}: search + rank + fit + render, {n:,} facts", backend, ms)
-        table.put(f"{name} / engine, {n:,} facts (engine is N x faster)", backend, ms / engine_ms, "{:.1f}x")
+        table.put(
+            f"{name} / engine, {n:,} facts (engine is N x faster)",
+            backend,
+            ms / engine_ms,
+            "{:.1f}x",
+        )
     if backend == "sqlite":
         llama = peers.LlamaIndexPeer(facts, budget, peers.offline_encode())
         ms = w.median_ms(lambda: llama.read(QUERY, budget), runs, warm=3)
         table.put(f"LlamaIndex Memory + StaticMemoryBlock get, {n:,} facts", "sqlite", ms)
-        table.put(f"LlamaIndex Memory / engine, {n:,} facts (engine is N x faster)", "sqlite", ms / engine_ms,
-                  "{:.1f}x")
+        table.put(
+            f"LlamaIndex Memory / engine, {n:,} facts (engine is N x faster)",
+            "sqlite",
+            ms / engine_ms,
+            "{:.1f}x",
+        )
 
 
 def flat(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
@@ -183,7 +226,9 @@ def flat(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
     table.put("40 facts, database alone", backend, a)
     table.put(f"40 facts, with {sizes.other_owners:,} other people x 10 facts", backend, c)
     table.put("  ratio (crowded / alone)", backend, c / a, "{:.2f}x")
-    table.put(f"  time to bulk-load {sizes.other_owners * 10:,} other facts", backend, loaded, "{:.0f} s")
+    table.put(
+        f"  time to bulk-load {sizes.other_owners * 10:,} other facts", backend, loaded, "{:.0f} s"
+    )
     with dbs.fresh(backend) as url, MemoryEngine(url) as engine:
         load(engine, {"giulia": items(1_000), "big": items(sizes.big_owner, seed=11)})
         small, big = in_turns(read(engine, person()), read(engine, person("big")), sizes.runs)
@@ -192,7 +237,9 @@ def flat(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
     table.put(f"  ratio ({sizes.big_owner:,} / 1,000)", backend, big / small, "{:.2f}x")
 
 
-def in_turns(first: Callable[[], object], second: Callable[[], object], runs: int) -> tuple[float, float]:
+def in_turns(
+    first: Callable[[], object], second: Callable[[], object], runs: int
+) -> tuple[float, float]:
     """Medians of two reads measured in alternating batches."""
     a: list[float] = []
     b: list[float] = []
@@ -220,11 +267,15 @@ def told(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
         r = w.told_once(url, sizes.told_readers, sizes.told_writers, sizes.told_seconds)
     label = f"told once: {sizes.told_readers} readers, {sizes.told_writers} writers, {sizes.told_seconds:g} s"
     table.put(label + ": corrections", backend, str(r.corrections))
-    table.put(label + ": changes told (during / by the final read)", backend, f"{r.told} / {r.told_after}")
+    table.put(
+        label + ": changes told (during / by the final read)", backend, f"{r.told} / {r.told_after}"
+    )
     table.put(label + ": duplicates", backend, str(r.duplicates))
     table.put(label + ": lost (untold at the end)", backend, str(r.lost))
     table.put(label + ": reads (gave way)", backend, f"{r.reads:,} ({r.gave_way})")
-    table.put(label + ": read p50 / p95 (ms)", backend, f"{r.read_p50_ms:.2f} / {r.read_p95_ms:.2f}")
+    table.put(
+        label + ": read p50 / p95 (ms)", backend, f"{r.read_p50_ms:.2f} / {r.read_p95_ms:.2f}"
+    )
     table.figures[("duplicates", backend)] = r.duplicates
     table.figures[("lost", backend)] = r.lost
 
@@ -243,11 +294,21 @@ WORKLOADS = {"reads": reads, "flat": flat, "writes": writes, "told": told, "memo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check that everything runs")
-    parser.add_argument("--postgres", default=os.environ.get("KORELY_TEST_POSTGRES_URL", DEFAULT_POSTGRES))
-    parser.add_argument("--only", choices=sorted(WORKLOADS), action="append", help="run only these workloads")
-    parser.add_argument("--backend", choices=BACKENDS, action="append", help="run only on these databases")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, to check that everything runs"
+    )
+    parser.add_argument(
+        "--postgres", default=os.environ.get("KORELY_TEST_POSTGRES_URL", DEFAULT_POSTGRES)
+    )
+    parser.add_argument(
+        "--only", choices=sorted(WORKLOADS), action="append", help="run only these workloads"
+    )
+    parser.add_argument(
+        "--backend", choices=BACKENDS, action="append", help="run only on these databases"
+    )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else Sizes()
     table = Table()

@@ -51,7 +51,9 @@ def writes_nothing(engine: MemoryEngine, read: Callable[[], object]) -> bool:
 
     def snapshot() -> list[list[tuple[Any, ...]]]:
         with engine.db.connect() as conn:
-            return [[tuple(r) for r in conn.execute(sa.select(t))] for t in Base.metadata.sorted_tables]
+            return [
+                [tuple(r) for r in conn.execute(sa.select(t))] for t in Base.metadata.sorted_tables
+            ]
 
     before = snapshot()
     read()
@@ -83,7 +85,10 @@ def remember_rates(url: str, processes: int, n: int) -> list[float]:
     with SPAWN.Manager() as manager:
         start = manager.Barrier(processes)
         with SPAWN.Pool(processes) as pool:
-            return pool.starmap(remember_worker, [(url, f"writer-{p}-{processes}", n, start) for p in range(processes)])
+            return pool.starmap(
+                remember_worker,
+                [(url, f"writer-{p}-{processes}", n, start) for p in range(processes)],
+            )
 
 
 # -- told once under load ---------------------------------------------------------
@@ -147,7 +152,8 @@ def told_once(url: str, readers: int, writers: int, seconds: float, facts: int =
         with SPAWN.Pool(readers + writers) as pool:
             reading = [pool.apply_async(reader_worker, (url, stop, ready)) for _ in range(readers)]
             writing = [
-                pool.apply_async(writer_worker, (url, w, keys[w::writers], seconds, ready)) for w in range(writers)
+                pool.apply_async(writer_worker, (url, w, keys[w::writers], seconds, ready))
+                for w in range(writers)
             ]
             made = sum(w.get() for w in writing)
             time.sleep(0.2)
@@ -164,8 +170,12 @@ def told_once(url: str, readers: int, writers: int, seconds: float, facts: int =
                 break
         with engine.db.connect() as conn:
             lost = conn.execute(
-                sa.select(sa.func.count()).select_from(marks).where(
-                    marks.c.reader == READER, marks.c.ended_at.is_not(None), marks.c.told_at.is_(None)
+                sa.select(sa.func.count())
+                .select_from(marks)
+                .where(
+                    marks.c.reader == READER,
+                    marks.c.ended_at.is_not(None),
+                    marks.c.told_at.is_(None),
                 )
             ).scalar_one()
     everything = told + after

@@ -20,13 +20,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from korely_memory import Identity, MemoryEngine
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
+from korely_memory import Identity, MemoryEngine
 from langchain_korely import KorelyMiddleware
 
 SYSTEM_PROMPT = (

@@ -20,11 +20,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from korely_memory import Identity, MemoryEngine
 from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.llms import LLM
 from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, korely_tools
 
 SYSTEM_PROMPT = (

@@ -44,10 +44,14 @@ def main() -> None:
     print(f"== Anna confirmed fact {proposal.id}; Giulia now sees it too ==")
 
     # Wednesday: the agent reads again; it is told once what changed since Monday.
-    block = engine.get_context(giulia, "Where does Giulia live?", reader="support-bot", token_budget=300)
+    block = engine.get_context(
+        giulia, "Where does Giulia live?", reader="support-bot", token_budget=300
+    )
     print("\n== Wednesday's block ==")
     print(block.text)
-    print(f"\n({block.tokens} tokens of 300; {len(block.facts)} facts shown, {block.omitted} left out)")
+    print(
+        f"\n({block.tokens} tokens of 300; {len(block.facts)} facts shown, {block.omitted} left out)"
+    )
     engine.close()
 
 

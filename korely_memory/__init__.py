@@ -1,14 +1,21 @@
 """korely-memory: durable, correctable memory for LangChain and LlamaIndex agents.
 
-    from korely_memory import MemoryEngine, Identity
-    engine = MemoryEngine("sqlite:///memory.db")
-    who = Identity(account="acme", user="giulia", agent="support-copilot")
-    engine.remember(who, "home-city", "Giulia lives in Rome")
-    print(engine.get_context(who, "Where does Giulia live?").text)
+from korely_memory import MemoryEngine, Identity
+engine = MemoryEngine("sqlite:///memory.db")
+who = Identity(account="acme", user="giulia", agent="support-copilot")
+engine.remember(who, "home-city", "Giulia lives in Rome")
+print(engine.get_context(who, "Where does Giulia live?").text)
 """
 
 from .engine import MemoryEngine
-from .errors import InvalidRequest, KorelyError, LimitExceeded, NotCurrent, NotFound, PermissionDenied
+from .errors import (
+    InvalidRequest,
+    KorelyError,
+    LimitExceeded,
+    NotCurrent,
+    NotFound,
+    PermissionDenied,
+)
 from .identity import Identity, Scope
 from .types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
 

@@ -46,7 +46,9 @@ def fold(text: str) -> str:
 def _fold(text: str) -> str:
     if text.isprintable():
         return _SPACE.sub(" ", text).strip()
-    cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text)
+    cleaned = "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
+    )
     return _SPACE.sub(" ", cleaned).strip()
 
 
@@ -226,7 +228,9 @@ def _segments(pick: _Pick) -> list[str]:
     if pick.changes:
         sections.append([CHANGED, *(line for _, line in pick.changes)])
     if pick.facts:
-        sections.append([KNOWN, *(line for _, line in sorted(pick.facts, key=lambda p: display_order(p[0])))])
+        sections.append(
+            [KNOWN, *(line for _, line in sorted(pick.facts, key=lambda p: display_order(p[0])))]
+        )
     if pick.memories:
         sections.append([MEMORIES, *(line for _, line in pick.memories)])
     segments = [STABLE]

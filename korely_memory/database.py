@@ -158,7 +158,9 @@ def namespace_lock(conn: Connection, *parts: str | None) -> None:
     if conn.dialect.name != "postgresql":
         return
     digest = hashlib.blake2b("\x1f".join(p or "" for p in parts).encode(), digest_size=8).digest()
-    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (int.from_bytes(digest, "big", signed=True),))
+    conn.exec_driver_sql(
+        "SELECT pg_advisory_xact_lock(%s)", (int.from_bytes(digest, "big", signed=True),)
+    )
 
 
 def _pg_code(exc: BaseException) -> str | None:

@@ -18,7 +18,21 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.exc import DBAPIError
 
-from . import context, database, erasure, facts as versions, memories as recall, notices, ranking, reading, review
+from . import (
+    context,
+    database,
+    erasure,
+    notices,
+    ranking,
+    reading,
+    review,
+)
+from . import (
+    facts as versions,
+)
+from . import (
+    memories as recall,
+)
 from . import validation as v
 from .errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
 from .identity import Identity, Scope
@@ -34,7 +48,9 @@ IsAdmin = Callable[[str, str], bool]
 MARK_WAIT = 0.2  # seconds a read waits for a lock on its marks before giving way
 
 
-def _twin(method: Callable[Concatenate[E, P], R]) -> Callable[Concatenate[E, P], Coroutine[Any, Any, R]]:
+def _twin(
+    method: Callable[Concatenate[E, P], R],
+) -> Callable[Concatenate[E, P], Coroutine[Any, Any, R]]:
     """The async twin of a method: the same body, run in a worker thread."""
 
     @functools.wraps(method)
@@ -79,7 +95,9 @@ class MemoryEngine:
             threading.RLock() if database.is_memory_sqlite(self.url) else contextlib.nullcontext()
         )
         # PostgreSQL reads every statement of a block from one snapshot, as SQLite's WAL does.
-        self._snapshot = {"isolation_level": "REPEATABLE READ"} if self.db.dialect.name == "postgresql" else {}
+        self._snapshot = (
+            {"isolation_level": "REPEATABLE READ"} if self.db.dialect.name == "postgresql" else {}
+        )
         database.create_schema(self.db, Base.metadata)
 
     def _write(self, work: Callable[[Connection], R]) -> R:
@@ -89,7 +107,11 @@ class MemoryEngine:
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
         """A read-only transaction: one consistent snapshot, no locks taken."""
-        with self._serial, self.db.connect().execution_options(**self._snapshot) as conn, conn.begin():
+        with (
+            self._serial,
+            self.db.connect().execution_options(**self._snapshot) as conn,
+            conn.begin(),
+        ):
             yield conn
 
     def close(self) -> None:
@@ -167,7 +189,12 @@ class MemoryEngine:
         return self._write(work)
 
     def correct(
-        self, who: Identity, key: str, content: str, *, valid_from: dt.datetime | dt.date | None = None
+        self,
+        who: Identity,
+        key: str,
+        content: str,
+        *,
+        valid_from: dt.datetime | dt.date | None = None,
     ) -> Fact:
         """Replace the true fact under ``key`` with ``content``; ``NotFound`` if there is none.
 
@@ -254,7 +281,9 @@ class MemoryEngine:
 
         def work(conn: Connection) -> Fact:
             if not self._admin(conn, admin.account, reviewer):
-                raise PermissionDenied(f"{reviewer!r} is not an administrator of account {admin.account!r}")
+                raise PermissionDenied(
+                    f"{reviewer!r} is not an administrator of account {admin.account!r}"
+                )
             return review.decide(conn, admin.account, reviewer, fid, confirm=confirm, now=utcnow())
 
         return self._write(work)
@@ -322,7 +351,9 @@ class MemoryEngine:
             elif at is None and known is None:
                 found = versions.visible(conn, who)
             else:
-                found = versions.as_of(versions.every_version(conn, who), at=at, known=known, who=who)
+                found = versions.as_of(
+                    versions.every_version(conn, who), at=at, known=known, who=who
+                )
         found.sort(key=lambda f: (f.recorded_at, f.id), reverse=True)
         if reader is not None and at is None and known is None and not include_invalidated:
             self._mark_read(who, reader, found)
@@ -377,13 +408,19 @@ class MemoryEngine:
         total: int | None = None
         with self._read() as conn:
             if at is None and known is None:
-                page = None if self._semantic is not None else reading.page_size(budget, self._tokens)
+                page = (
+                    None if self._semantic is not None else reading.page_size(budget, self._tokens)
+                )
                 chosen = reading.candidates(conn, who, reading.query_terms(text), page)
                 found, total = chosen.facts, chosen.total
                 kept = recall.recent(conn, who)
             else:
-                found = versions.as_of(versions.every_version(conn, who), at=at, known=known, who=who)
-                found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)  # candidates come sorted
+                found = versions.as_of(
+                    versions.every_version(conn, who), at=at, known=known, who=who
+                )
+                found.sort(
+                    key=lambda f: (f.modified_at, f.id), reverse=True
+                )  # candidates come sorted
                 until = min(t for t in (at, known) if t is not None)
                 kept = [m for m in recall.recent(conn, who) if m.created_at <= until]
             if reader is not None and marking:
@@ -401,7 +438,9 @@ class MemoryEngine:
                     rank=(lambda fs: self._rank(text, fs)) if text else None,
                     waiting=bool(relevant or resolved.tellable),
                 )
-                if total is not None and total > len(found):  # chosen from a short list of the facts
+                if total is not None and total > len(
+                    found
+                ):  # chosen from a short list of the facts
                     block = dataclasses.replace(block, omitted=total - len(block.facts))
                 return block
 
@@ -423,7 +462,9 @@ class MemoryEngine:
             return draw(told, len(resolved.tellable) - len(block.changed))
         return block
 
-    def _settle(self, account: str, reader: str, todo: notices.Plan, now: dt.datetime) -> set[int] | None:
+    def _settle(
+        self, account: str, reader: str, todo: notices.Plan, now: dt.datetime
+    ) -> set[int] | None:
         """Write a read's marks and claims; None when a lock or a failing disk made it give way."""
         try:
             with self._serial, database.marking(self.db, MARK_WAIT) as conn:
@@ -516,7 +557,9 @@ class MemoryEngine:
         """Remove marks 90 days after their last read, and marks whose change was told. Run it hourly."""
         moment = v.moment("now", now) or utcnow()
         if moment - dt.datetime.min.replace(tzinfo=dt.timezone.utc) < erasure.MARK_LIFETIME:
-            raise InvalidRequest("now", f"must be at least {erasure.MARK_LIFETIME.days} days after year 1")
+            raise InvalidRequest(
+                "now", f"must be at least {erasure.MARK_LIFETIME.days} days after year 1"
+            )
         return self._write(lambda conn: erasure.trim(conn, moment))
 
     def _fact(self, conn: Connection, fact_id: int) -> Fact:

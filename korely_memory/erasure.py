@@ -37,20 +37,32 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
         )
     ).rowcount
     # Account facts may point into the versions about to go.
-    conn.execute(facts.update().where(facts.c.replaced_by_id.in_(personal)).values(replaced_by_id=None))
-    conn.execute(facts.update().where(facts.c.source_memory_id.in_(theirs)).values(source_memory_id=None))
+    conn.execute(
+        facts.update().where(facts.c.replaced_by_id.in_(personal)).values(replaced_by_id=None)
+    )
+    conn.execute(
+        facts.update().where(facts.c.source_memory_id.in_(theirs)).values(source_memory_id=None)
+    )
     index.erased(conn, account, user, personal)
-    n_facts = conn.execute(facts.delete().where(facts.c.id.in_(personal.scalar_subquery()))).rowcount
-    n_memories = conn.execute(memories.delete().where(memories.c.id.in_(theirs.scalar_subquery()))).rowcount
+    n_facts = conn.execute(
+        facts.delete().where(facts.c.id.in_(personal.scalar_subquery()))
+    ).rowcount
+    n_memories = conn.execute(
+        memories.delete().where(memories.c.id.in_(theirs.scalar_subquery()))
+    ).rowcount
     kept = conn.execute(
         facts.update()
         .where(facts.c.account == account, facts.c.owner == user)
         .values(owner=pseudonym, owner_key=pseudonym)
     ).rowcount
     conn.execute(
-        facts.update().where(facts.c.account == account, facts.c.confirmed_by == user).values(confirmed_by=pseudonym)
+        facts.update()
+        .where(facts.c.account == account, facts.c.confirmed_by == user)
+        .values(confirmed_by=pseudonym)
     )
-    n_admin = conn.execute(admins.delete().where(admins.c.account == account, admins.c.user == user)).rowcount
+    n_admin = conn.execute(
+        admins.delete().where(admins.c.account == account, admins.c.user == user)
+    ).rowcount
     conn.execute(erasures.insert().values(account=account, pseudonym=pseudonym, erased_at=now))
     return ErasureReport(
         pseudonym=pseudonym,
@@ -65,9 +77,13 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
 def trim(conn: Connection, now: dt.datetime) -> TrimReport:
     """Marks go 90 days after their last read, and once the change they waited for was told."""
     told = conn.execute(marks.delete().where(marks.c.told_at.is_not(None))).rowcount
-    expired = conn.execute(marks.delete().where(marks.c.last_read_at < now - MARK_LIFETIME)).rowcount
+    expired = conn.execute(
+        marks.delete().where(marks.c.last_read_at < now - MARK_LIFETIME)
+    ).rowcount
     return TrimReport(marks_expired=expired, marks_told=told)
 
 
 def delete_reader(conn: Connection, account: str, reader: str) -> int:
-    return conn.execute(marks.delete().where(marks.c.account == account, marks.c.reader == reader)).rowcount
+    return conn.execute(
+        marks.delete().where(marks.c.account == account, marks.c.reader == reader)
+    ).rowcount

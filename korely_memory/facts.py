@@ -38,8 +38,12 @@ _MINE = (
     facts.c.owner_key == sa.bindparam("owner_key"),
 )
 # Built once: a write pays for running these, not for building them.
-_OWN_CURRENT = sa.select(*_ROW).where(*_MINE, facts.c.key == sa.bindparam("key"), IS_TRUE, IS_PERSONAL)
-_ACCOUNT_CURRENT = sa.select(*_ROW).where(*_MINE[:2], facts.c.key == sa.bindparam("key"), IS_TRUE, IS_ACCOUNT)
+_OWN_CURRENT = sa.select(*_ROW).where(
+    *_MINE, facts.c.key == sa.bindparam("key"), IS_TRUE, IS_PERSONAL
+)
+_ACCOUNT_CURRENT = sa.select(*_ROW).where(
+    *_MINE[:2], facts.c.key == sa.bindparam("key"), IS_TRUE, IS_ACCOUNT
+)
 _COUNT_OWN = sa.select(sa.func.count()).select_from(facts).where(*_MINE, IS_TRUE, IS_PERSONAL)
 _BY_ID = sa.select(*_ROW).where(facts.c.id == sa.bindparam("fact_id"))
 
@@ -56,7 +60,9 @@ def own_current(conn: Connection, who: Identity, key: str) -> Fact | None:
 
 def account_current(conn: Connection, who: Identity, key: str) -> Fact | None:
     """The confirmed account fact under ``key`` for the identity's account and agent."""
-    row = conn.execute(_ACCOUNT_CURRENT, {"account": who.account, "agent": who.agent, "key": key}).first()
+    row = conn.execute(
+        _ACCOUNT_CURRENT, {"account": who.account, "agent": who.agent, "key": key}
+    ).first()
     return from_values(row) if row else None
 
 
@@ -116,7 +122,13 @@ def insert_version(
     }
     new_id: int = conn.execute(_INSERT, values).scalar_one()
     index.added(
-        conn, new_id, account=account, agent=agent, owner_key=owner_key(owner), scope=scope, key=key,
+        conn,
+        new_id,
+        account=account,
+        agent=agent,
+        owner_key=owner_key(owner),
+        scope=scope,
+        key=key,
         content=content,
     )
     return new_id
@@ -131,7 +143,13 @@ _END_MARKS = (
 
 
 def end_version(
-    conn: Connection, fact_id: int, *, cause: str, now: dt.datetime, invalid_at: dt.datetime, **also: Any
+    conn: Connection,
+    fact_id: int,
+    *,
+    cause: str,
+    now: dt.datetime,
+    invalid_at: dt.datetime,
+    **also: Any,
 ) -> None:
     """End a true version; one already ended is left as it is."""
     ended = conn.execute(
@@ -170,6 +188,8 @@ _VISIBLE = sa.union_all(
     sa.select(*_ROW).where(*_MINE, IS_TRUE, IS_PERSONAL),
     sa.select(*_ROW).where(*_MINE[:2], IS_TRUE, IS_ACCOUNT),
 )
+
+
 def from_values(values: Sequence[Any]) -> Fact:
     """A Fact from a row in field order; many rows are read per block, so no per-field lookups."""
     return Fact.from_fields(dict(zip(FIELDS, values)))
@@ -205,7 +225,9 @@ def every_version(conn: Connection, who: Identity, key: str | None = None) -> li
     ]
     if key is not None:
         where.append(facts.c.key == key)
-    rows = conn.execute(sa.select(facts).where(*where).order_by(facts.c.recorded_at, facts.c.id)).all()
+    rows = conn.execute(
+        sa.select(facts).where(*where).order_by(facts.c.recorded_at, facts.c.id)
+    ).all()
     return [Fact.from_row(r) for r in rows]
 
 
@@ -220,7 +242,9 @@ def as_of(
         if not _reached(f, who, known):
             continue
         # What the store held at ``known`` (None: now): an ending learned later had not happened yet.
-        ended_then = f.ended_recorded_at is not None and (known is None or f.ended_recorded_at <= known)
+        ended_then = f.ended_recorded_at is not None and (
+            known is None or f.ended_recorded_at <= known
+        )
         if at is None:
             if ended_then:
                 continue

@@ -41,7 +41,14 @@ def space_of(scope: str | None, owner_key: str) -> str:
 
 
 def added(
-    conn: Connection, fact_id: int, *, account: str, agent: str, owner_key: str, scope: str | None, key: str,
+    conn: Connection,
+    fact_id: int,
+    *,
+    account: str,
+    agent: str,
+    owner_key: str,
+    scope: str | None,
+    key: str,
     content: str,
 ) -> None:
     """A version became true: index its words, and count it in its namespace."""
@@ -71,22 +78,28 @@ def ended(conn: Connection, versions: Iterable[Sequence[Any]]) -> None:
 
 def confirmed(conn: Connection, fact_id: int, *, account: str, agent: str, owner_key: str) -> None:
     """A proposal became an account fact: it is found in the account's space and no longer counted as the owner's."""
-    conn.execute(fact_terms.update().where(fact_terms.c.fact_id == fact_id).values(space=ACCOUNT_SPACE))
+    conn.execute(
+        fact_terms.update().where(fact_terms.c.fact_id == fact_id).values(space=ACCOUNT_SPACE)
+    )
     add_counts(conn, [(account, agent, owner_key, -1)])
 
 
 def erased(conn: Connection, account: str, user: str, personal: sa.Select[Any]) -> None:
     """Before a user's versions are deleted: their words and their counts go too."""
     conn.execute(fact_terms.delete().where(fact_terms.c.fact_id.in_(personal)))
-    conn.execute(fact_counts.delete().where(fact_counts.c.account == account, fact_counts.c.owner_key == user))
+    conn.execute(
+        fact_counts.delete().where(
+            fact_counts.c.account == account, fact_counts.c.owner_key == user
+        )
+    )
 
 
 def true_versions(conn: Connection, where: Sequence[Any]) -> list[Sequence[Any]]:
     """``(id, account, agent, owner_key, scope)`` of the true versions ``where`` selects, for ``ended``."""
     rows = conn.execute(
-        sa.select(facts.c.id, facts.c.account, facts.c.agent, facts.c.owner_key, facts.c.scope).where(
-            *where, facts.c.ended_recorded_at.is_(None)
-        )
+        sa.select(
+            facts.c.id, facts.c.account, facts.c.agent, facts.c.owner_key, facts.c.scope
+        ).where(*where, facts.c.ended_recorded_at.is_(None))
     )
     return [tuple(r) for r in rows]
 

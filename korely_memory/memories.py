@@ -59,7 +59,13 @@ _RECENT = (
 
 def recent(conn: Connection, who: Identity, limit: int = RECENT) -> list[Memory]:
     rows = conn.execute(
-        _RECENT, {"account": who.account, "agent": who.agent, "owner_key": owner_key(who.user), "limit": limit}
+        _RECENT,
+        {
+            "account": who.account,
+            "agent": who.agent,
+            "owner_key": owner_key(who.user),
+            "limit": limit,
+        },
     )
     return [Memory.from_row(r) for r in rows]
 
@@ -70,7 +76,9 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
         facts.c.source_memory_id == memory.id, facts.c.ended_recorded_at.is_(None)
     )
     conn.execute(
-        marks.update().where(marks.c.fact_id.in_(read_from_it), marks.c.ended_at.is_(None)).values(ended_at=now)
+        marks.update()
+        .where(marks.c.fact_id.in_(read_from_it), marks.c.ended_at.is_(None))
+        .values(ended_at=now)
     )
     index.ended(conn, index.true_versions(conn, [facts.c.source_memory_id == memory.id]))
     ended = conn.execute(

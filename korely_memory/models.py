@@ -71,7 +71,9 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
                 return dt.datetime.fromisoformat(value + "+00:00")
             except (TypeError, ValueError):
                 moment: dt.datetime = fallback(value) if fallback else value  # type: ignore[assignment]
-                return moment.replace(tzinfo=utc) if moment.tzinfo is None else moment.astimezone(utc)
+                return (
+                    moment.replace(tzinfo=utc) if moment.tzinfo is None else moment.astimezone(utc)
+                )
 
         return process
 
@@ -127,14 +129,19 @@ class FactRow(Base):
     __table_args__ = (
         Index(
             "uq_korely_facts_true_personal",
-            "account", "agent", "owner_key", "key",
+            "account",
+            "agent",
+            "owner_key",
+            "key",
             unique=True,
             sqlite_where=text(_PERSONAL),
             postgresql_where=text(_PERSONAL),
         ),
         Index(
             "uq_korely_facts_true_account",
-            "account", "agent", "key",
+            "account",
+            "agent",
+            "key",
             unique=True,
             sqlite_where=text(_ACCOUNT),
             postgresql_where=text(_ACCOUNT),
@@ -142,13 +149,20 @@ class FactRow(Base):
         # The newest true facts first, without reading the others (a block takes only what fits).
         Index(
             "ix_korely_facts_true_recent",
-            "account", "agent", "owner_key", "modified_at", "id",
+            "account",
+            "agent",
+            "owner_key",
+            "modified_at",
+            "id",
             sqlite_where=text(_PERSONAL),
             postgresql_where=text(_PERSONAL),
         ),
         Index(
             "ix_korely_facts_true_account_recent",
-            "account", "agent", "modified_at", "id",
+            "account",
+            "agent",
+            "modified_at",
+            "id",
             sqlite_where=text(_ACCOUNT),
             postgresql_where=text(_ACCOUNT),
         ),
@@ -203,7 +217,9 @@ class MemoryRow(Base):
     content: Mapped[str] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
-    __table_args__ = (Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),)
+    __table_args__ = (
+        Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),
+    )
 
 
 class MarkRow(Base):
@@ -232,7 +248,9 @@ class MarkRow(Base):
         Index("ix_korely_marks_last_read", "last_read_at"),
         Index(
             "ix_korely_marks_pending",
-            "account", "reader", "subject",
+            "account",
+            "reader",
+            "subject",
             sqlite_where=text(_PENDING),
             postgresql_where=text(_PENDING),
         ),

@@ -57,7 +57,9 @@ _PENDING = (
 def pending(conn: Connection, who: Identity, reader: str) -> list[Fact]:
     """Facts this reader was handed about this block's user (or about no user) that have ended since."""
     subjects = sorted({owner_key(who.user), ""})
-    rows = conn.execute(_PENDING, {"account": who.account, "reader": reader, "subjects": subjects}).all()
+    rows = conn.execute(
+        _PENDING, {"account": who.account, "reader": reader, "subjects": subjects}
+    ).all()
     return [Fact.from_row(r) for r in rows]
 
 
@@ -70,7 +72,9 @@ class Resolved:
     silent: list[int] = field(default_factory=list)  # settled without a word: true again
 
 
-def resolve(conn: Connection, who: Identity, ended: Sequence[Fact], kinds: frozenset[str] | None) -> Resolved:
+def resolve(
+    conn: Connection, who: Identity, ended: Sequence[Fact], kinds: frozenset[str] | None
+) -> Resolved:
     """Follow each ended fact's chain of replacements to what holds now (two statements in all)."""
     out = Resolved()
     if not ended:
@@ -81,7 +85,11 @@ def resolve(conn: Connection, who: Identity, ended: Sequence[Fact], kinds: froze
     for was in ended:
         last = was
         seen = {was.id}
-        while last.replaced_by_id is not None and last.replaced_by_id in chain and last.replaced_by_id not in seen:
+        while (
+            last.replaced_by_id is not None
+            and last.replaced_by_id in chain
+            and last.replaced_by_id not in seen
+        ):
             nxt = chain[last.replaced_by_id]
             if not nxt.is_current:
                 last = nxt
@@ -90,7 +98,11 @@ def resolve(conn: Connection, who: Identity, ended: Sequence[Fact], kinds: froze
             last = nxt
             break
         now = last if last.is_current and _reaches(last, who) else None
-        again = now if now is not None else current.get((was.account, was.agent, _namespace(was), was.key))
+        again = (
+            now
+            if now is not None
+            else current.get((was.account, was.agent, _namespace(was), was.key))
+        )
         if again is not None and again.content == was.content and again.content:
             out.silent.append(was.id)
             continue
@@ -153,19 +165,28 @@ def _reaches(fact: Fact, who: Identity) -> bool:
 
 def _chains(conn: Connection, start_ids: list[int]) -> dict[int, Fact]:
     """Every version reachable from ``start_ids`` by ``replaced_by_id``, in one recursive query."""
-    step = sa.select(facts.c.id, facts.c.replaced_by_id).where(facts.c.id.in_(start_ids)).cte(recursive=True)
+    step = (
+        sa.select(facts.c.id, facts.c.replaced_by_id)
+        .where(facts.c.id.in_(start_ids))
+        .cte(recursive=True)
+    )
     nxt = facts.alias("nxt")
-    step = step.union(sa.select(nxt.c.id, nxt.c.replaced_by_id).where(nxt.c.id == step.c.replaced_by_id))
+    step = step.union(
+        sa.select(nxt.c.id, nxt.c.replaced_by_id).where(nxt.c.id == step.c.replaced_by_id)
+    )
     rows = conn.execute(sa.select(facts).where(facts.c.id.in_(sa.select(step.c.id)))).all()
     return {r.id: Fact.from_row(r) for r in rows}
 
 
-def _current_same_keys(conn: Connection, ended: Sequence[Fact]) -> dict[tuple[str, str, str, str], Fact]:
+def _current_same_keys(
+    conn: Connection, ended: Sequence[Fact]
+) -> dict[tuple[str, str, str, str], Fact]:
     """True facts under the keys of ``ended``: a fact true again is no change."""
     keys = sorted({(f.account, f.agent, f.key) for f in ended})
     rows = conn.execute(
         sa.select(facts).where(
-            sa.tuple_(facts.c.account, facts.c.agent, facts.c.key).in_(keys), facts.c.ended_recorded_at.is_(None)
+            sa.tuple_(facts.c.account, facts.c.agent, facts.c.key).in_(keys),
+            facts.c.ended_recorded_at.is_(None),
         )
     ).all()
     found = [Fact.from_row(r) for r in rows]
@@ -179,7 +200,9 @@ _MARKS_OF = sa.select(marks.c.fact_id, marks.c.last_read_at).where(
 )
 
 
-def marks_of(conn: Connection, account: str, reader: str, fact_ids: Iterable[int]) -> dict[int, dt.datetime]:
+def marks_of(
+    conn: Connection, account: str, reader: str, fact_ids: Iterable[int]
+) -> dict[int, dt.datetime]:
     """The last-read time of each of these facts' marks, for the ones that have one."""
     ids = sorted(set(fact_ids))
     if not ids:
@@ -200,7 +223,9 @@ class Plan:
         return bool(self.insert or self.refresh or self.claim)
 
 
-def plan(shown: Sequence[Fact], known: dict[int, dt.datetime], claim: Iterable[int], now: dt.datetime) -> Plan:
+def plan(
+    shown: Sequence[Fact], known: dict[int, dt.datetime], claim: Iterable[int], now: dt.datetime
+) -> Plan:
     this_hour = hour(now)
     out = Plan(claim=sorted(set(claim)))
     for fact in shown:
@@ -234,15 +259,25 @@ def settle(conn: Connection, account: str, reader: str, todo: Plan, now: dt.date
     if todo.refresh:
         conn.execute(
             marks.update()
-            .where(marks.c.account == account, marks.c.reader == reader, marks.c.fact_id.in_(todo.refresh))
+            .where(
+                marks.c.account == account,
+                marks.c.reader == reader,
+                marks.c.fact_id.in_(todo.refresh),
+            )
             .values(last_read_at=this_hour)
         )
     if todo.insert:
         conn.execute(
             _insert_mark(conn.dialect.name),
             [
-                {"account": account, "reader": reader, "id": f.id, "subject": subject_of(f), "first": now,
-                 "last": this_hour}
+                {
+                    "account": account,
+                    "reader": reader,
+                    "id": f.id,
+                    "subject": subject_of(f),
+                    "first": now,
+                    "last": this_hour,
+                }
                 for f in todo.insert
             ],
         )

@@ -26,7 +26,9 @@ def bm25(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> l
     counted = [_counted(d) for d in docs]
     avg = sum(length for length, _ in counted) / len(docs) or 1.0
     n = len(docs)
-    hits = [tf.keys() & terms for _, tf in counted]  # set work in C: most docs share few query words
+    hits = [
+        tf.keys() & terms for _, tf in counted
+    ]  # set work in C: most docs share few query words
     df: Counter[str] = Counter()
     for found in hits:
         df.update(found)
@@ -69,7 +71,9 @@ def as_embed(embed: Any) -> Embed | None:
         return embed.get_text_embedding_batch  # type: ignore[no-any-return]
     if callable(embed):
         return embed  # type: ignore[no-any-return]
-    raise TypeError("embed must be a LangChain Embeddings, a LlamaIndex embedding, or a batch function")
+    raise TypeError(
+        "embed must be a LangChain Embeddings, a LlamaIndex embedding, or a batch function"
+    )
 
 
 class Semantic:

@@ -116,7 +116,11 @@ def _sqlite_moment(value: str) -> dt.datetime:
 def _aware_moment(value: dt.datetime) -> dt.datetime:
     if value.tzinfo is dt.timezone.utc:  # the session's time zone is UTC (database.create)
         return value
-    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+    return (
+        value.replace(tzinfo=dt.timezone.utc)
+        if value.tzinfo is None
+        else value.astimezone(dt.timezone.utc)
+    )
 
 
 @dataclass(frozen=True)
@@ -138,10 +142,20 @@ class _Prepared:
 def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
     lateral = dialect.name == "postgresql"
     compiled = _statement(n_terms, lateral).compile(dialect=dialect)
-    placeholders: dict[str, Any] = {"account": "", "agent": "", "owner": "", "page": 0, "per_term": 0, "matches": 0,
-                                    "account_space": "", "terms": []}
+    placeholders: dict[str, Any] = {
+        "account": "",
+        "agent": "",
+        "owner": "",
+        "page": 0,
+        "per_term": 0,
+        "matches": 0,
+        "account_space": "",
+        "terms": [],
+    }
     placeholders.update({f"t{i}": "" for i in range(n_terms)})
-    defaults = {k: v for k, v in compiled.construct_params(placeholders).items() if k not in placeholders}
+    defaults = {
+        k: v for k, v in compiled.construct_params(placeholders).items() if k not in placeholders
+    }
     order = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
     moment = _sqlite_moment if dialect.name == "sqlite" else _aware_moment
     return _Prepared(compiled.string, defaults, order, moment)
@@ -180,7 +194,11 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
     shared = facts.alias("shared")
     own_n = sa.func.coalesce(
         sa.select(fact_counts.c.n)
-        .where(fact_counts.c.account == account, fact_counts.c.agent == agent, fact_counts.c.owner_key == owner)
+        .where(
+            fact_counts.c.account == account,
+            fact_counts.c.agent == agent,
+            fact_counts.c.owner_key == owner,
+        )
         .scalar_subquery(),
         0,
     )
@@ -206,16 +224,31 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
     )
 
     def part(kind: int, *where: Any, limit: Any = None, source: Any = facts) -> sa.Select[Any]:
-        select = sa.select(sa.literal(kind).label("kind"), *columns).select_from(source).where(*where)
+        select = (
+            sa.select(sa.literal(kind).label("kind"), *columns).select_from(source).where(*where)
+        )
         if limit is None:
             return select
         inner = select.order_by(*newest).limit(limit).subquery()
         return sa.select(*inner.c)
 
     parts = [
-        part(0, *mine, facts.c.owner_key == owner, versions.IS_TRUE, versions.IS_PERSONAL,
-             limit=sa.bindparam("page")),
-        part(1, *mine, versions.IS_TRUE, versions.IS_ACCOUNT, ~_shadowed(facts), limit=sa.bindparam("page")),
+        part(
+            0,
+            *mine,
+            facts.c.owner_key == owner,
+            versions.IS_TRUE,
+            versions.IS_PERSONAL,
+            limit=sa.bindparam("page"),
+        ),
+        part(
+            1,
+            *mine,
+            versions.IS_TRUE,
+            versions.IS_ACCOUNT,
+            ~_shadowed(facts),
+            limit=sa.bindparam("page"),
+        ),
     ]
     if n_terms and lateral:
         # PostgreSQL: the newest few facts per word and space, in one lateral lookup over arrays.
@@ -286,6 +319,8 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
             )
         )
     # The counts come last, as a row of their own, in two integer columns (id and replaced_by_id).
-    counts = [own_n if f == "id" else shared_n if f == "replaced_by_id" else sa.null() for f in _FIELDS]
+    counts = [
+        own_n if f == "id" else shared_n if f == "replaced_by_id" else sa.null() for f in _FIELDS
+    ]
     parts.append(sa.select(sa.literal(3), *counts))
     return sa.union_all(*parts)

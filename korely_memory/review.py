@@ -13,14 +13,17 @@ import datetime as dt
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import facts as versions, index
+from . import facts as versions
+from . import index
 from .errors import InvalidRequest, NotCurrent, NotFound
 from .identity import Identity, Scope
 from .models import admins, facts
 from .types import Fact
 
 
-def decide(conn: Connection, account: str, reviewer: str, fact_id: int, *, confirm: bool, now: dt.datetime) -> Fact:
+def decide(
+    conn: Connection, account: str, reviewer: str, fact_id: int, *, confirm: bool, now: dt.datetime
+) -> Fact:
     """Confirm or reject proposal ``fact_id`` of ``account``; returns the reviewed fact."""
     fact = versions.by_id(conn, fact_id)
     if fact is None or fact.account != account:
@@ -35,18 +38,28 @@ def decide(conn: Connection, account: str, reviewer: str, fact_id: int, *, confi
     if fact.effective_scope is Scope.ACCOUNT and confirm:
         return fact
     if fact.effective_scope is not Scope.ACCOUNT_PROPOSED:
-        raise InvalidRequest("fact_id", f"fact {fact_id} is a {fact.effective_scope.value} fact, not a proposal")
+        raise InvalidRequest(
+            "fact_id", f"fact {fact_id} is a {fact.effective_scope.value} fact, not a proposal"
+        )
     if confirm:
         replaced = versions.account_current(conn, subject, fact.key)
         if replaced is not None:
             cause = "read_from_memory" if fact.source_memory_id is not None else "stated"
-            versions.end_version(conn, replaced.id, cause=cause, now=now, invalid_at=now, replaced_by_id=fact.id)
+            versions.end_version(
+                conn, replaced.id, cause=cause, now=now, invalid_at=now, replaced_by_id=fact.id
+            )
         conn.execute(
             facts.update()
             .where(facts.c.id == fact_id)
             .values(scope=Scope.ACCOUNT.value, confirmed_by=reviewer, confirmed_at=now)
         )
-        index.confirmed(conn, fact_id, account=fact.account, agent=fact.agent, owner_key=versions.owner_key(fact.owner))
+        index.confirmed(
+            conn,
+            fact_id,
+            account=fact.account,
+            agent=fact.agent,
+            owner_key=versions.owner_key(fact.owner),
+        )
     else:
         versions.end_version(
             conn,
@@ -65,15 +78,22 @@ def decide(conn: Connection, account: str, reviewer: str, fact_id: int, *, confi
 
 def queue(conn: Connection, account: str, agent: str | None) -> list[Fact]:
     """Proposals waiting for an administrator, oldest first."""
-    where: list[sa.ColumnElement[bool]] = [facts.c.account == account, facts.c.scope == versions.PROPOSED]
+    where: list[sa.ColumnElement[bool]] = [
+        facts.c.account == account,
+        facts.c.scope == versions.PROPOSED,
+    ]
     if agent is not None:
         where.append(facts.c.agent == agent)
-    rows = conn.execute(sa.select(facts).where(versions.IS_TRUE, *where).order_by(facts.c.recorded_at, facts.c.id))
+    rows = conn.execute(
+        sa.select(facts).where(versions.IS_TRUE, *where).order_by(facts.c.recorded_at, facts.c.id)
+    )
     return [Fact.from_row(r) for r in rows]
 
 
 def listed(conn: Connection, account: str, user: str) -> bool:
-    found = conn.execute(sa.select(admins.c.user).where(admins.c.account == account, admins.c.user == user))
+    found = conn.execute(
+        sa.select(admins.c.user).where(admins.c.account == account, admins.c.user == user)
+    )
     return found.first() is not None
 
 

@@ -27,7 +27,9 @@ def cl100k() -> Callable[[str], int]:
 class TokenCounter:
     """Counts with a tokenizer and remembers recent answers."""
 
-    def __init__(self, tokenizer: Callable[[str], int] | None = None, cache_size: int = 50_000) -> None:
+    def __init__(
+        self, tokenizer: Callable[[str], int] | None = None, cache_size: int = 50_000
+    ) -> None:
         self.additive = tokenizer is None
         self._count = tokenizer or cl100k()
         self._cache: OrderedDict[str, int] = OrderedDict()

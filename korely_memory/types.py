@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import dataclasses
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 

@@ -103,7 +103,9 @@ def scope(value: Any) -> Scope:
         allowed = ", ".join(s.value for s in Scope if s is not Scope.ACCOUNT_REJECTED)
         raise InvalidRequest("scope", f"must be one of {allowed}, got {value!r}") from None
     if chosen is Scope.ACCOUNT_REJECTED:
-        raise InvalidRequest("scope", "account_rejected is set by an administrator's review, not written")
+        raise InvalidRequest(
+            "scope", "account_rejected is set by an administrator's review, not written"
+        )
     return Scope.ACCOUNT_PROPOSED if chosen is Scope.ACCOUNT else chosen
 
 
@@ -127,7 +129,9 @@ def token_budget(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidRequest("token_budget", f"must be an integer, not {type(value).__name__}")
     if not MIN_BUDGET <= value <= MAX_BUDGET:
-        raise InvalidRequest("token_budget", f"must be between {MIN_BUDGET} and {MAX_BUDGET}, got {value}")
+        raise InvalidRequest(
+            "token_budget", f"must be between {MIN_BUDGET} and {MAX_BUDGET}, got {value}"
+        )
     return value
 
 
@@ -169,8 +173,12 @@ def changes(value: Any) -> frozenset[str] | None:
     try:
         chosen = frozenset(value)
     except TypeError:
-        raise InvalidRequest("changes", f"must be None, 'all' or a list of causes, got {value!r}") from None
+        raise InvalidRequest(
+            "changes", f"must be None, 'all' or a list of causes, got {value!r}"
+        ) from None
     unknown = chosen - CAUSES
     if unknown:
-        raise InvalidRequest("changes", f"unknown causes {sorted(map(str, unknown))}; known: {sorted(CAUSES)}")
+        raise InvalidRequest(
+            "changes", f"unknown causes {sorted(map(str, unknown))}; known: {sorted(CAUSES)}"
+        )
     return chosen

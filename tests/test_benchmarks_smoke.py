@@ -29,6 +29,11 @@ def test_smoke_run_prints_the_table(postgresql_url: str) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     table = done.stdout
     assert "| workload | SQLite | PostgreSQL |" in table
-    for row in ("get_context, 40 facts, budget 800 |", "LangGraph SqliteStore / PostgresStore", "told once", "remember"):
+    for row in (
+        "get_context, 40 facts, budget 800 |",
+        "LangGraph SqliteStore / PostgresStore",
+        "told once",
+        "remember",
+    ):
         assert row in table, f"{row!r} missing from the table:\n{table}"
     assert "PostgreSQL skipped" not in done.stderr

@@ -45,7 +45,10 @@ def check_outcome(engine: MemoryEngine) -> None:
 def test_racing_threads_on_sqlite(sqlite_url: str) -> None:
     errors: list[str] = []
     with MemoryEngine(sqlite_url) as engine:
-        threads = [threading.Thread(target=write_many, args=(sqlite_url, w, errors)) for w in range(WRITERS)]
+        threads = [
+            threading.Thread(target=write_many, args=(sqlite_url, w, errors))
+            for w in range(WRITERS)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -68,7 +71,10 @@ def test_racing_processes_on_postgresql(postgresql_url: str) -> None:
 def test_racing_threads_on_postgresql(postgresql_url: str) -> None:
     errors: list[str] = []
     with MemoryEngine(postgresql_url) as engine:
-        threads = [threading.Thread(target=write_many, args=(postgresql_url, w, errors)) for w in range(WRITERS)]
+        threads = [
+            threading.Thread(target=write_many, args=(postgresql_url, w, errors))
+            for w in range(WRITERS)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -88,7 +94,9 @@ def test_racing_first_writes_of_a_new_key(request: pytest.FixtureRequest, backen
         def first(w: int) -> None:
             barrier.wait()
             try:
-                engine.remember(Identity("acme", "marco", "support-copilot"), "fresh-key", f"from {w}")
+                engine.remember(
+                    Identity("acme", "marco", "support-copilot"), "fresh-key", f"from {w}"
+                )
             except Exception as exc:
                 errors.append(repr(exc))
 

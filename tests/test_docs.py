@@ -14,7 +14,9 @@ def test_readme_first_example_runs(tmp_path: Path) -> None:
     readme = (ROOT / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", readme, re.S)
     assert code is not None
-    out = subprocess.run([sys.executable, "-c", code.group(1)], cwd=tmp_path, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code.group(1)], cwd=tmp_path, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan (" in out.stdout
     shown = out.stdout.split("## Changed since you last read")[1]

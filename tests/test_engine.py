@@ -21,8 +21,20 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_public_names_are_pinned() -> None:
     assert korely_memory.__all__ == sorted(korely_memory.__all__)
     assert set(korely_memory.__all__) == {
-        "Change", "ContextBlock", "ErasureReport", "Fact", "Identity", "InvalidRequest", "KorelyError",
-        "LimitExceeded", "Memory", "MemoryEngine", "NotCurrent", "NotFound", "PermissionDenied", "Scope",
+        "Change",
+        "ContextBlock",
+        "ErasureReport",
+        "Fact",
+        "Identity",
+        "InvalidRequest",
+        "KorelyError",
+        "LimitExceeded",
+        "Memory",
+        "MemoryEngine",
+        "NotCurrent",
+        "NotFound",
+        "PermissionDenied",
+        "Scope",
         "TrimReport",
     }
 
@@ -37,7 +49,9 @@ def test_importing_the_engine_pulls_in_no_agent_framework() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_default_url_is_a_sqlite_file_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_url_is_a_sqlite_file_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KORELY_DATABASE_URL", raising=False)
     monkeypatch.chdir(tmp_path)
     with MemoryEngine() as engine:
@@ -93,15 +107,19 @@ async def test_async_twins_give_the_same_results(engine: MemoryEngine) -> None:
     with pytest.raises(NotFound):
         await engine.aforget(GIULIA, "home-city")
     engine.remember(GIULIA, "plan", "Pro plan")
-    assert (await engine.aget_context(GIULIA, "plan")).text == engine.get_context(GIULIA, "plan").text
+    assert (await engine.aget_context(GIULIA, "plan")).text == engine.get_context(
+        GIULIA, "plan"
+    ).text
     results = await asyncio.gather(*(engine.aremember(GIULIA, f"k{i}", f"v{i}") for i in range(5)))
     assert len({f.id for f in results}) == 5
 
 
 def test_every_public_method_has_an_async_twin() -> None:
-    public = [n for n in dir(MemoryEngine) if not n.startswith("_") and callable(getattr(MemoryEngine, n))]
+    public = [
+        n for n in dir(MemoryEngine) if not n.startswith("_") and callable(getattr(MemoryEngine, n))
+    ]
     for name in public:
-        if name in ("close",) or name.startswith("a") and name[1:] in public:
+        if name in ("close",) or (name.startswith("a") and name[1:] in public):
             continue
         assert asyncio.iscoroutinefunction(getattr(MemoryEngine, "a" + name)), name
 
@@ -109,7 +127,11 @@ def test_every_public_method_has_an_async_twin() -> None:
 def test_quickstart_runs_offline(tmp_path: Path) -> None:
     env = {**os.environ, "KORELY_DATABASE_URL": f"sqlite:///{tmp_path}/quickstart.db"}
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "quickstart.py")], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert "Giulia lives in Milan" in out.stdout

@@ -17,7 +17,12 @@ def count_rows(engine: MemoryEngine) -> int:
 
 def test_recording_a_new_key_makes_one_true_fact(engine: MemoryEngine) -> None:
     fact = engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-    assert (fact.key, fact.content, fact.owner, fact.scope) == ("home-city", "Giulia lives in Rome", "giulia", Scope.USER)
+    assert (fact.key, fact.content, fact.owner, fact.scope) == (
+        "home-city",
+        "Giulia lives in Rome",
+        "giulia",
+        Scope.USER,
+    )
     assert fact.is_current and fact.invalid_at is None and fact.end_cause is None
     assert fact.effective_scope is Scope.USER
     assert [f.id for f in engine.get_facts(GIULIA)] == [fact.id]
@@ -31,7 +36,9 @@ def test_recording_same_key_replaces_and_keeps_history(engine: MemoryEngine) -> 
     assert old.id == rome.id and new.id == milan.id
     assert old.end_cause == "stated" and old.replaced_by_id == milan.id
     assert old.invalid_at is not None and old.ended_recorded_at is not None
-    assert new.is_current and new.created_at == rome.created_at and new.modified_at >= rome.modified_at
+    assert (
+        new.is_current and new.created_at == rome.created_at and new.modified_at >= rome.modified_at
+    )
 
 
 def test_recording_same_content_again_writes_nothing(engine: MemoryEngine) -> None:
@@ -42,7 +49,9 @@ def test_recording_same_content_again_writes_nothing(engine: MemoryEngine) -> No
 
 
 @pytest.mark.parametrize("verb, cause", [("correct", "corrected"), ("forget", "forgotten")])
-def test_correct_and_forget_end_with_their_cause(engine: MemoryEngine, verb: str, cause: str) -> None:
+def test_correct_and_forget_end_with_their_cause(
+    engine: MemoryEngine, verb: str, cause: str
+) -> None:
     rome = engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
     if verb == "correct":
         result = engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
@@ -103,7 +112,9 @@ def test_database_refuses_two_true_rows_for_one_key(engine: MemoryEngine) -> Non
 def test_database_refuses_two_true_account_facts_for_one_key(engine: MemoryEngine) -> None:
     admin = Identity("acme", "boss", "support-copilot")
     engine.grant_admin("acme", "boss")
-    fact = engine.confirm(admin, engine.remember(GIULIA, "loyalty", "Loyalty program", scope="account").id)
+    fact = engine.confirm(
+        admin, engine.remember(GIULIA, "loyalty", "Loyalty program", scope="account").id
+    )
     with pytest.raises(sa.exc.IntegrityError), engine.db.begin() as conn:
         conn.execute(
             sa.text(
@@ -122,5 +133,7 @@ def test_max_facts_refuses_a_new_key_but_not_a_replacement(engine: MemoryEngine)
     engine.remember(GIULIA, "b", "second", max_facts=2)
     with pytest.raises(LimitExceeded, match="correct or forget"):
         engine.remember(GIULIA, "c", "third", max_facts=2)
-    assert engine.remember(GIULIA, "a", "first, corrected", max_facts=2).content == "first, corrected"
+    assert (
+        engine.remember(GIULIA, "a", "first, corrected", max_facts=2).content == "first, corrected"
+    )
     assert len(engine.get_facts(GIULIA)) == 2

@@ -10,7 +10,6 @@ import pytest
 import sqlalchemy as sa
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
-
 from korely_memory.models import marks
 
 from .helpers import snapshot
@@ -55,7 +54,10 @@ def test_a_chain_is_told_from_what_was_read_to_what_holds(engine: MemoryEngine) 
     engine.remember(GIULIA, "home-city", "Giulia lives in Florence")
     engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
     block = engine.get_context(GIULIA, reader="bot")
-    assert f"- was: Giulia lives in Rome -> now: Giulia lives in Milan ({TODAY}, corrected)" in block.text
+    assert (
+        f"- was: Giulia lives in Rome -> now: Giulia lives in Milan ({TODAY}, corrected)"
+        in block.text
+    )
     assert "Florence" not in block.text
 
 
@@ -68,7 +70,9 @@ def test_a_forgotten_fact_is_no_longer_true(engine: MemoryEngine) -> None:
     assert block.changed[0].now is None
 
 
-def test_a_replacement_this_identity_cannot_see_is_told_as_no_longer_true(engine: MemoryEngine) -> None:
+def test_a_replacement_this_identity_cannot_see_is_told_as_no_longer_true(
+    engine: MemoryEngine,
+) -> None:
     engine.remember(TEAM, "escalation", "Escalate to Paolo")
     engine.get_context(TEAM, reader="bot")  # team memory read: subject is nobody
     engine.remember(TEAM, "escalation", "Escalate to the secret on-call list")
@@ -97,7 +101,9 @@ def test_a_fact_whose_memory_was_forgotten_keeps_its_words_out(engine: MemoryEng
     block = engine.get_context(GIULIA, reader="bot")
     assert f"- no longer true: a fact whose memory was forgotten ({TODAY}, forgotten)" in block.text
     assert "Manzoni" not in block.text
-    assert all("Manzoni" not in f.content for f in engine.get_facts(GIULIA, include_invalidated=True))
+    assert all(
+        "Manzoni" not in f.content for f in engine.get_facts(GIULIA, include_invalidated=True)
+    )
     assert engine.history(GIULIA, "school") == []
 
 
@@ -106,10 +112,15 @@ def test_a_fact_read_from_a_memory_replacing_another_says_so(engine: MemoryEngin
     engine.get_context(GIULIA, reader="bot")
     memory = engine.add_memory(GIULIA, "Giulia: I moved to Milan last week")
     engine.remember(GIULIA, "home-city", "Giulia lives in Milan", source_memory_id=memory.id)
-    assert f"-> now: Giulia lives in Milan ({TODAY}, read from a memory)" in engine.get_context(GIULIA, reader="bot").text
+    assert (
+        f"-> now: Giulia lives in Milan ({TODAY}, read from a memory)"
+        in engine.get_context(GIULIA, reader="bot").text
+    )
 
 
-def test_memory_with_no_end_user_tells_only_explicit_changes_by_default(engine: MemoryEngine) -> None:
+def test_memory_with_no_end_user_tells_only_explicit_changes_by_default(
+    engine: MemoryEngine,
+) -> None:
     engine.remember(TEAM, "escalation", "Escalate to Paolo")
     engine.remember(TEAM, "hours", "Open 9-17")
     engine.get_context(TEAM, reader="bot")
@@ -129,7 +140,9 @@ def test_account_fact_closed_from_a_memory_is_told_only_on_request(engine: Memor
     old = engine.confirm(ADMIN, engine.remember(MARCO, "hours", "Open 9-17", scope="account").id)
     engine.get_context(GIULIA, reader="bot")
     memory = engine.add_memory(MARCO, "Meeting notes: support hours change to 8-18")
-    proposal = engine.remember(MARCO, "hours", "Open 8-18", scope="account", source_memory_id=memory.id)
+    proposal = engine.remember(
+        MARCO, "hours", "Open 8-18", scope="account", source_memory_id=memory.id
+    )
     engine.confirm(ADMIN, proposal.id)
     assert engine.history(GIULIA, "hours")[0].end_cause == "read_from_memory"
     quiet = engine.get_context(GIULIA, reader="bot")
@@ -203,7 +216,9 @@ def test_account_fact_changes_reach_every_user_the_reader_serves(engine: MemoryE
     engine.confirm(ADMIN, engine.remember(MARCO, "hours", "Open 9-17", scope="account").id)
     engine.get_context(GIULIA, reader="bot")
     engine.correct(ADMIN, "hours", "Open 8-18")
-    block = engine.get_context(MARCO, reader="bot")  # the mark has no subject: any user's block tells it
+    block = engine.get_context(
+        MARCO, reader="bot"
+    )  # the mark has no subject: any user's block tells it
     assert "- was: Open 9-17 -> now: Open 8-18" in block.text
     assert CHANGED not in engine.get_context(GIULIA, reader="bot").text
 
@@ -227,7 +242,10 @@ def test_get_facts_with_a_reader_marks_what_it_hands_over(engine: MemoryEngine) 
     engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
     engine.get_facts(GIULIA, reader="bot")
     engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
-    assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan" in engine.get_context(GIULIA, reader="bot").text
+    assert (
+        "- was: Giulia lives in Rome -> now: Giulia lives in Milan"
+        in engine.get_context(GIULIA, reader="bot").text
+    )
 
 
 def test_a_steady_read_writes_nothing(engine: MemoryEngine) -> None:
@@ -351,10 +369,14 @@ def test_marks_go_with_their_fact_and_with_an_erased_user(engine: MemoryEngine) 
 
 def test_changes_never_starve_the_first_memory(engine: MemoryEngine) -> None:
     for i in range(3):
-        engine.remember(GIULIA, f"k{i}", f"Giulia's old arrangement number {i} " + "with many details " * 6)
+        engine.remember(
+            GIULIA, f"k{i}", f"Giulia's old arrangement number {i} " + "with many details " * 6
+        )
     engine.get_context(GIULIA, reader="bot")
     for i in range(3):
-        engine.correct(GIULIA, f"k{i}", f"Giulia's new arrangement number {i} " + "with other details " * 6)
+        engine.correct(
+            GIULIA, f"k{i}", f"Giulia's new arrangement number {i} " + "with other details " * 6
+        )
     engine.add_memory(GIULIA, "Giulia asked about the arrangement for invoices " * 10)
     block = engine.get_context(GIULIA, "arrangement invoices", reader="bot", token_budget=200)
     assert block.memories, "the first memory keeps its room"

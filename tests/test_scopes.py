@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine, NotCurrent, PermissionDenied, Scope
+from korely_memory import (
+    Identity,
+    InvalidRequest,
+    MemoryEngine,
+    NotCurrent,
+    PermissionDenied,
+    Scope,
+)
 
 from .helpers import snapshot
 
@@ -35,7 +42,9 @@ VISIBILITY = [
 ]
 
 
-@pytest.mark.parametrize("case, scope, review, reader, sees", VISIBILITY, ids=[c[0] for c in VISIBILITY])
+@pytest.mark.parametrize(
+    "case, scope, review, reader, sees", VISIBILITY, ids=[c[0] for c in VISIBILITY]
+)
 def test_visibility(
     engine: MemoryEngine, case: str, scope: str, review: str | None, reader: Identity, sees: bool
 ) -> None:
@@ -56,7 +65,9 @@ def test_team_memory_is_shared_by_the_agent_definition(engine: MemoryEngine) -> 
 
 def test_users_own_fact_wins_over_the_account_fact(engine: MemoryEngine) -> None:
     engine.grant_admin("acme", "anna")
-    shared = engine.confirm(ADMIN, engine.remember(MARCO, "timezone", "Everyone works in CET", scope="account").id)
+    shared = engine.confirm(
+        ADMIN, engine.remember(MARCO, "timezone", "Everyone works in CET", scope="account").id
+    )
     own = engine.remember(GIULIA, "timezone", "Giulia works in EST")
     assert [f.id for f in engine.get_facts(GIULIA)] == [own.id]
     assert [f.id for f in engine.get_facts(MARCO)] == [shared.id]
@@ -68,7 +79,10 @@ def test_confirming_changes_the_row_in_place_and_keeps_the_owner(engine: MemoryE
     assert proposal.scope is Scope.ACCOUNT_PROPOSED
     confirmed = engine.confirm(ADMIN, proposal.id)
     assert confirmed.id == proposal.id and confirmed.scope is Scope.ACCOUNT
-    assert (confirmed.owner, confirmed.confirmed_by) == ("giulia", "anna") and confirmed.confirmed_at
+    assert (confirmed.owner, confirmed.confirmed_by) == (
+        "giulia",
+        "anna",
+    ) and confirmed.confirmed_at
 
 
 def test_rejecting_ends_the_row_and_keeps_it(engine: MemoryEngine) -> None:
@@ -82,7 +96,9 @@ def test_rejecting_ends_the_row_and_keeps_it(engine: MemoryEngine) -> None:
 
 
 @pytest.mark.parametrize("verb", ["confirm", "reject"])
-def test_review_by_a_non_administrator_is_refused_and_changes_nothing(engine: MemoryEngine, verb: str) -> None:
+def test_review_by_a_non_administrator_is_refused_and_changes_nothing(
+    engine: MemoryEngine, verb: str
+) -> None:
     proposal = engine.remember(GIULIA, "loyalty", "Loyalty program", scope="account")
     before = snapshot(engine)
     for who in (MARCO, GIULIA, Identity("globex", "anna", "support-copilot")):
@@ -116,9 +132,13 @@ def test_application_is_admin_callable_decides(db_url: str) -> None:
 def test_proposals_lists_the_queue(engine: MemoryEngine) -> None:
     a = engine.remember(GIULIA, "loyalty", "Loyalty program", scope="account")
     b = engine.remember(MARCO, "hours", "Support is open 9-17", scope="account")
-    c = engine.remember(Identity("acme", "marco", "sales-copilot"), "quota", "Quota is 10", scope="account")
+    c = engine.remember(
+        Identity("acme", "marco", "sales-copilot"), "quota", "Quota is 10", scope="account"
+    )
     engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-    engine.remember(Identity("globex", "x", "support-copilot"), "k", "other account", scope="account")
+    engine.remember(
+        Identity("globex", "x", "support-copilot"), "k", "other account", scope="account"
+    )
     assert [f.id for f in engine.proposals("acme")] == [a.id, b.id, c.id]
     assert [f.id for f in engine.proposals("acme", agent="sales-copilot")] == [c.id]
     engine.grant_admin("acme", "anna")
@@ -154,7 +174,9 @@ def test_a_user_fact_is_not_a_proposal(engine: MemoryEngine) -> None:
 
 def test_only_an_administrator_corrects_an_account_fact(engine: MemoryEngine) -> None:
     engine.grant_admin("acme", "anna")
-    shared = engine.confirm(ADMIN, engine.remember(GIULIA, "hours", "Open 9-17", scope="account").id)
+    shared = engine.confirm(
+        ADMIN, engine.remember(GIULIA, "hours", "Open 9-17", scope="account").id
+    )
     with pytest.raises(PermissionDenied):
         engine.correct(MARCO, "hours", "Open 8-18")
     with pytest.raises(PermissionDenied):

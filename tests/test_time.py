@@ -48,7 +48,9 @@ def test_forgotten_fact_still_answers_the_past(engine: MemoryEngine) -> None:
     engine.remember(GIULIA, "plan", "Giulia uses the Pro plan", valid_from=dt.date(2026, 1, 1))
     engine.forget(GIULIA, "plan", at=dt.date(2026, 6, 1))
     assert engine.get_facts(GIULIA) == []
-    assert contents(engine.get_facts(GIULIA, as_of=dt.date(2026, 3, 1))) == ["Giulia uses the Pro plan"]
+    assert contents(engine.get_facts(GIULIA, as_of=dt.date(2026, 3, 1))) == [
+        "Giulia uses the Pro plan"
+    ]
     assert engine.get_facts(GIULIA, as_of=dt.date(2026, 7, 1)) == []
 
 
@@ -63,9 +65,13 @@ def test_include_invalidated_lists_ended_versions_too(engine: MemoryEngine) -> N
 
 
 def test_naive_datetimes_are_utc(engine: MemoryEngine) -> None:
-    fact = engine.remember(GIULIA, "home-city", "Giulia lives in Rome", valid_from=dt.datetime(2026, 3, 4, 5, 6))
+    fact = engine.remember(
+        GIULIA, "home-city", "Giulia lives in Rome", valid_from=dt.datetime(2026, 3, 4, 5, 6)
+    )
     assert fact.valid_from == dt.datetime(2026, 3, 4, 5, 6, tzinfo=UTC)
     assert fact.recorded_at.tzinfo is not None
     rome = dt.timezone(dt.timedelta(hours=1))
-    moved = engine.remember(GIULIA, "home-city", "Milan", valid_from=dt.datetime(2026, 9, 1, 1, 0, tzinfo=rome))
+    moved = engine.remember(
+        GIULIA, "home-city", "Milan", valid_from=dt.datetime(2026, 9, 1, 1, 0, tzinfo=rome)
+    )
     assert moved.valid_from == dt.datetime(2026, 9, 1, 0, 0, tzinfo=UTC)

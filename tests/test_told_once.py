@@ -67,9 +67,15 @@ def test_told_once_with_threads_on_postgresql(postgresql_url: str) -> None:
 
 def run_threads(url: str) -> None:
     engine = prepare(url)
-    start, done = threading.Barrier(READERS + 1, timeout=120), threading.Barrier(READERS + 1, timeout=120)
+    start, done = (
+        threading.Barrier(READERS + 1, timeout=120),
+        threading.Barrier(READERS + 1, timeout=120),
+    )
     results: list[list[int]] = []
-    threads = [threading.Thread(target=read_rounds, args=(url, start, done, results)) for _ in range(READERS)]
+    threads = [
+        threading.Thread(target=read_rounds, args=(url, start, done, results))
+        for _ in range(READERS)
+    ]
     for t in threads:
         t.start()
     ended = drive(engine, start, done)
@@ -88,8 +94,15 @@ def test_told_once_with_processes_on_postgresql(postgresql_url: str) -> None:
     engine = prepare(postgresql_url)
     ctx = multiprocessing.get_context("spawn")
     # Barriers reach a process only when handed over at its start.
-    start, done, results = ctx.Barrier(READERS + 1, timeout=120), ctx.Barrier(READERS + 1, timeout=120), ctx.Queue()
-    procs = [ctx.Process(target=read_in_process, args=(postgresql_url, start, done, results)) for _ in range(READERS)]
+    start, done, results = (
+        ctx.Barrier(READERS + 1, timeout=120),
+        ctx.Barrier(READERS + 1, timeout=120),
+        ctx.Queue(),
+    )
+    procs = [
+        ctx.Process(target=read_in_process, args=(postgresql_url, start, done, results))
+        for _ in range(READERS)
+    ]
     for p in procs:
         p.start()
     try:

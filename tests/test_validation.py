@@ -12,15 +12,41 @@ from .helpers import snapshot
 
 OK = Identity("acme", "giulia", "support-copilot")
 
-BAD_NAMES = ["", ".", "..", "a/b", "line\nbreak", "cr\rhere", "tab\there", "nul\x00", "bell\x07", "x" * 256, 42]
-BAD_KEYS = ["", "   ", "-leading", ".dot", "UPPER?", "a" * 101, "has/slash", "new\nline", "é", None, 7]
+BAD_NAMES = [
+    "",
+    ".",
+    "..",
+    "a/b",
+    "line\nbreak",
+    "cr\rhere",
+    "tab\there",
+    "nul\x00",
+    "bell\x07",
+    "x" * 256,
+    42,
+]
+BAD_KEYS = [
+    "",
+    "   ",
+    "-leading",
+    ".dot",
+    "UPPER?",
+    "a" * 101,
+    "has/slash",
+    "new\nline",
+    "é",
+    None,
+    7,
+]
 BAD_CONTENT = ["", "   \n\t ", "x" * 2001, "nul\x00inside", None, 12, b"bytes"]
 
 
 def calls_with(field: str, bad: Any) -> list[tuple[str, Any]]:
     """(label, thunk-maker) pairs: each call passes ``bad`` as ``field``."""
     if field in ("account", "user", "agent"):
-        who = Identity(**{**{"account": "acme", "user": "giulia", "agent": "support-copilot"}, field: bad})
+        who = Identity(
+            **{"account": "acme", "user": "giulia", "agent": "support-copilot", field: bad}
+        )
         return [
             ("remember", lambda e: e.remember(who, "k", "content")),
             ("get_facts", lambda e: e.get_facts(who)),
@@ -98,8 +124,13 @@ def test_other_arguments_are_checked_too(engine: MemoryEngine, field: str, call:
 
 @pytest.mark.parametrize(
     "raw, normal",
-    [("Home City", "home-city"), ("  reporting-region ", "reporting-region"), ("a.b_c:d-9", "a.b_c:d-9"),
-     ("x" * 100, "x" * 100), ("Two  Spaces", "two-spaces")],
+    [
+        ("Home City", "home-city"),
+        ("  reporting-region ", "reporting-region"),
+        ("a.b_c:d-9", "a.b_c:d-9"),
+        ("x" * 100, "x" * 100),
+        ("Two  Spaces", "two-spaces"),
+    ],
 )
 def test_keys_are_normalised(engine: MemoryEngine, raw: str, normal: str) -> None:
     assert engine.remember(OK, raw, "content").key == normal

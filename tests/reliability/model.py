@@ -108,7 +108,11 @@ class Model:
 
     def account_current(self, account: str, agent: str, key: str) -> Row | None:
         for r in self.rows.values():
-            if r.current and r.scope == ACCOUNT and (r.account, r.agent, r.key) == (account, agent, key):
+            if (
+                r.current
+                and r.scope == ACCOUNT
+                and (r.account, r.agent, r.key) == (account, agent, key)
+            ):
                 return r
         return None
 
@@ -141,7 +145,11 @@ class Model:
         return sorted(found, key=lambda r: (r.recorded, r.id))
 
     def memories_of(self, who: Identity) -> set[int]:
-        return {i for i, m in self.memories.items() if (m.account, m.agent, m.owner) == (who.account, who.agent, who.user)}
+        return {
+            i
+            for i, m in self.memories.items()
+            if (m.account, m.agent, m.owner) == (who.account, who.agent, who.user)
+        }
 
     def is_admin(self, account: str, user: str | None) -> bool:
         return user is not None and (account, user) in self.admins
@@ -155,12 +163,20 @@ class Model:
                 note.ended = r.ended
 
     def _new(self, new_id: int | None, **values: object) -> int:
-        assert new_id is not None and new_id not in self.rows, f"engine returned {new_id}, expected a new row"
+        assert new_id is not None and new_id not in self.rows, (
+            f"engine returned {new_id}, expected a new row"
+        )
         self.rows[new_id] = Row(id=new_id, recorded=self.tick(), **values)  # type: ignore[arg-type]
         return new_id
 
     def remember(
-        self, who: Identity, key: str, content: str, scope: str, source: int | None, new_id: int | None
+        self,
+        who: Identity,
+        key: str,
+        content: str,
+        scope: str,
+        source: int | None,
+        new_id: int | None,
     ) -> Outcome:
         if source is not None and source not in self.memories_of(who):
             return NotFound
@@ -173,8 +189,14 @@ class Model:
         elif old.content == content and old.scope == stored:
             return old.id
         made = self._new(
-            new_id, account=who.account, owner=who.user, agent=who.agent, key=key, content=content,
-            scope=stored, source=source,
+            new_id,
+            account=who.account,
+            owner=who.user,
+            agent=who.agent,
+            key=key,
+            content=content,
+            scope=stored,
+            source=source,
         )
         if old is not None:
             self._end(old, "read_from_memory" if source is not None else "stated", made)
@@ -198,8 +220,14 @@ class Model:
         if old.content == content:
             return old.id
         made = self._new(
-            new_id, account=old.account, owner=who.user if old.scope == ACCOUNT else old.owner, agent=old.agent,
-            key=key, content=content, scope=old.scope, source=None,
+            new_id,
+            account=old.account,
+            owner=who.user if old.scope == ACCOUNT else old.owner,
+            agent=old.agent,
+            key=key,
+            content=content,
+            scope=old.scope,
+            source=None,
         )
         self._end(old, "corrected", made)
         return made
@@ -252,7 +280,9 @@ class Model:
     def erase_user(self, account: str, user: str) -> tuple[int, int, int, int]:
         """Returns what goes, as the engine's report counts it: facts, memories, marks, account facts kept."""
         personal = {
-            r.id for r in self.rows.values() if r.account == account and r.owner == user and r.scope != ACCOUNT
+            r.id
+            for r in self.rows.values()
+            if r.account == account and r.owner == user and r.scope != ACCOUNT
         }
         theirs = {i for i, m in self.memories.items() if m.account == account and m.owner == user}
         marks_gone = 0
@@ -314,15 +344,20 @@ class Model:
         for fact_id in silent:
             self.marks[(who.account, reader, fact_id)].told = True
         self._mark(who, reader, shown)
-        return Block(frozenset(r.id for r in shown), memories, tuple(told), len(tellable) - len(told))
+        return Block(
+            frozenset(r.id for r in shown), memories, tuple(told), len(tellable) - len(told)
+        )
 
     def _pending(self, who: Identity, reader: str) -> list[Row]:
         subjects = {who.user or "", ""}
         found = [
             (note.ended, fact_id)
             for (acc, rdr, fact_id), note in self.marks.items()
-            if acc == who.account and rdr == reader and note.subject in subjects
-            and note.ended is not None and not note.told
+            if acc == who.account
+            and rdr == reader
+            and note.subject in subjects
+            and note.ended is not None
+            and not note.told
         ]
         return [self.rows[fact_id] for _, fact_id in sorted(found, reverse=True)]
 
@@ -346,7 +381,11 @@ class Model:
             same_space = (r.scope == ACCOUNT) == (was.scope == ACCOUNT) and (
                 r.scope == ACCOUNT or r.owner == was.owner
             )
-            if r.current and same_space and (r.account, r.agent, r.key) == (was.account, was.agent, was.key):
+            if (
+                r.current
+                and same_space
+                and (r.account, r.agent, r.key) == (was.account, was.agent, was.key)
+            ):
                 return r.content == was.content
         return False
 
@@ -368,7 +407,9 @@ class Model:
                 silent.append(was.id)
                 continue
             cause = link.cause or "stated"
-            if not (cause in kinds if kinds is not None else subject_of(was) != "" or cause in EXPLICIT):
+            if not (
+                cause in kinds if kinds is not None else subject_of(was) != "" or cause in EXPLICIT
+            ):
                 continue
             if now is not None and now.id in by_now:
                 claims[by_now[now.id]].append(was.id)

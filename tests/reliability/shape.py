@@ -24,7 +24,9 @@ def shape_errors(block: ContextBlock, engine: MemoryEngine, budget: int) -> list
     if block.text != block.stable + ("\n\n" + block.volatile if block.volatile else ""):
         errors.append("text is not stable + blank line + volatile")
     if block.tokens != engine.count_tokens(block.text) or block.tokens > budget:
-        errors.append(f"tokens {block.tokens} (counted {engine.count_tokens(block.text)}, budget {budget})")
+        errors.append(
+            f"tokens {block.tokens} (counted {engine.count_tokens(block.text)}, budget {budget})"
+        )
     lines = lines_of(block.text)
     if lines[0] != block.stable:
         errors.append(f"first line is not the stable note: {lines[0][:80]!r}")

@@ -50,9 +50,13 @@ def live_their_life(engine: MemoryEngine, rng: random.Random) -> tuple[str, list
     engine.remember(me, f"k-{theirs[8]}", f"Keeps {theirs[9]}")
     engine.get_context(me, reader="bot")
     # What the account owns stays: a fact they stated and an administrator confirmed.
-    shared = engine.remember(me, "loyalty", f"The account runs the {kept[0]} program", scope="account")
+    shared = engine.remember(
+        me, "loyalty", f"The account runs the {kept[0]} program", scope="account"
+    )
     engine.confirm(admin, shared.id)
-    engine.confirm(me, engine.remember(neighbour, "region", f"Region {kept[1]}", scope="account").id)
+    engine.confirm(
+        me, engine.remember(neighbour, "region", f"Region {kept[1]}", scope="account").id
+    )
     engine.remember(neighbour, "home-city", f"Lives in {kept[2]}")
     engine.get_context(neighbour, reader=name)
     for _ in range(scale(3, 30)):

@@ -73,7 +73,9 @@ def kill_writers_mid_write(url: str, tmp_path: Path) -> None:
     written = 0
     for r in range(rounds):
         procs = [
-            SPAWN.Process(target=write_until_killed, args=(url, str(ledger), (r * writers + w) * 1_000_000))
+            SPAWN.Process(
+                target=write_until_killed, args=(url, str(ledger), (r * writers + w) * 1_000_000)
+            )
             for w in range(writers)
         ]
         for p in procs:
@@ -88,17 +90,25 @@ def kill_writers_mid_write(url: str, tmp_path: Path) -> None:
         tally("writer processes killed", writers)
         with MemoryEngine(url) as engine:
             assert broken_invariants(engine) == []
-            stored = {f.content for who in (GIULIA, TEAM) for f in engine.get_facts(who, include_invalidated=True)}
+            stored = {
+                f.content
+                for who in (GIULIA, TEAM)
+                for f in engine.get_facts(who, include_invalidated=True)
+            }
             acknowledged = set(ledger.read_text(encoding="utf-8").splitlines())
             assert len(acknowledged) > written, "the writers were killed before writing anything"
-            assert acknowledged <= stored, f"lost acknowledged writes: {sorted(acknowledged - stored)[:5]}"
+            assert acknowledged <= stored, (
+                f"lost acknowledged writes: {sorted(acknowledged - stored)[:5]}"
+            )
             tally("acknowledged writes before a kill", len(acknowledged) - written)
             written = len(acknowledged)
             after = engine.remember(GIULIA, "home-city", f"written after kill {r}")
             assert after in engine.get_facts(GIULIA)
 
 
-def test_a_writer_killed_mid_write_leaves_no_partial_version_on_sqlite(sqlite_url: str, tmp_path: Path) -> None:
+def test_a_writer_killed_mid_write_leaves_no_partial_version_on_sqlite(
+    sqlite_url: str, tmp_path: Path
+) -> None:
     kill_writers_mid_write(sqlite_url, tmp_path)
 
 
@@ -115,11 +125,15 @@ def backend_pid(conn: Any) -> int:
 def terminate(url: str, pid: int) -> None:
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        assert conn.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid}).scalar_one()
+        assert conn.execute(
+            sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid}
+        ).scalar_one()
     admin.dispose()
 
 
-def test_a_connection_cut_between_ending_and_inserting_a_version_changes_nothing(postgresql_url: str) -> None:
+def test_a_connection_cut_between_ending_and_inserting_a_version_changes_nothing(
+    postgresql_url: str,
+) -> None:
     with MemoryEngine(postgresql_url) as engine:
         for n in range(scale(1, 25)):
             cut_between_ending_and_inserting(engine, postgresql_url, f"home-city-{n}")
@@ -146,11 +160,16 @@ def cut_between_ending_and_inserting(engine: MemoryEngine, url: str, key: str) -
     assert cut and raised.value.connection_invalidated
     assert snapshot(engine) == before
     assert engine.remember(GIULIA, key, "Giulia lives in Milan").content == "Giulia lives in Milan"
-    assert [f.content for f in engine.history(GIULIA, key)] == ["Giulia lives in Rome", "Giulia lives in Milan"]
+    assert [f.content for f in engine.history(GIULIA, key)] == [
+        "Giulia lives in Rome",
+        "Giulia lives in Milan",
+    ]
     assert broken_invariants(engine) == []
 
 
-def test_a_connection_cut_while_waiting_for_a_lock_raises_and_the_next_call_works(postgresql_url: str) -> None:
+def test_a_connection_cut_while_waiting_for_a_lock_raises_and_the_next_call_works(
+    postgresql_url: str,
+) -> None:
     with MemoryEngine(postgresql_url) as engine:
         for n in range(scale(1, 25)):
             cut_while_waiting(engine, postgresql_url, f"plan-{n}")
@@ -179,7 +198,10 @@ def cut_while_waiting(engine: MemoryEngine, url: str, key: str) -> None:
     tally("connections terminated while waiting")
     assert len(errors) == 1 and isinstance(errors[0], DBAPIError), errors
     assert snapshot(engine) == before
-    assert engine.correct(GIULIA, key, "Giulia uses the Team plan").content == "Giulia uses the Team plan"
+    assert (
+        engine.correct(GIULIA, key, "Giulia uses the Team plan").content
+        == "Giulia uses the Team plan"
+    )
 
 
 def wait_for_lock_waiter(engine: sa.Engine) -> int:
@@ -208,7 +230,9 @@ def hold_write_lock(path: str, held: Any, release: Any) -> None:
     conn.close()
 
 
-def test_a_database_locked_longer_than_the_writer_waits_raises_and_loses_nothing(sqlite_url: str) -> None:
+def test_a_database_locked_longer_than_the_writer_waits_raises_and_loses_nothing(
+    sqlite_url: str,
+) -> None:
     with MemoryEngine(sqlite_url, write_wait=0.3) as engine:
         for n in range(scale(1, 25)):
             locked_longer_than_the_wait(engine, sqlite_url, f"home-city-{n}")
@@ -239,5 +263,8 @@ def locked_longer_than_the_wait(engine: MemoryEngine, url: str, key: str) -> Non
     assert 0.25 <= waited < 2.0, waited
     assert snapshot(engine) == before
     assert engine.remember(GIULIA, key, "Giulia lives in Milan").content == "Giulia lives in Milan"
-    assert [f.content for f in engine.history(GIULIA, key)] == ["Giulia lives in Rome", "Giulia lives in Milan"]
+    assert [f.content for f in engine.history(GIULIA, key)] == [
+        "Giulia lives in Rome",
+        "Giulia lives in Milan",
+    ]
     assert broken_invariants(engine) == []

@@ -50,8 +50,18 @@ def store(action: Callable[[], object]) -> None:
 def test_no_stored_text_adds_a_line_or_a_section(db_url: str) -> None:
     with MemoryEngine(db_url) as engine:
 
-        @settings(max_examples=scale(100, 2000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-        @given(old=stored_texts, new=stored_texts, memory=stored_texts, key=keys, budget=st.sampled_from((200, 8000)))
+        @settings(
+            max_examples=scale(100, 2000),
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        @given(
+            old=stored_texts,
+            new=stored_texts,
+            memory=stored_texts,
+            key=keys,
+            budget=st.sampled_from((200, 8000)),
+        )
         def each(old: str, new: str, memory: str, key: str, budget: int) -> None:
             empty(engine)
             tally("injection texts tried", 4)
@@ -62,7 +72,9 @@ def test_no_stored_text_adds_a_line_or_a_section(db_url: str) -> None:
             assert shape_errors(first, engine, budget) == []
             store(lambda: engine.correct(GIULIA, "plain-key", new))
             store(lambda: engine.forget(GIULIA, key))
-            block = engine.get_context(GIULIA, old.replace("\x00", ""), reader="bot", token_budget=budget)
+            block = engine.get_context(
+                GIULIA, old.replace("\x00", ""), reader="bot", token_budget=budget
+            )
             assert shape_errors(block, engine, budget) == []
 
         each()

@@ -49,7 +49,9 @@ class Written:
 @dataclass
 class Ledger:
     texts: dict[int, Written] = field(default_factory=dict)
-    handed: dict[tuple[str, str], dict[int, str]] = field(default_factory=dict)  # (account, reader) -> tag -> subject
+    handed: dict[tuple[str, str], dict[int, str]] = field(
+        default_factory=dict
+    )  # (account, reader) -> tag -> subject
 
     def may_see(self, who: Identity, tag: int) -> bool:
         w = self.texts[tag]
@@ -88,8 +90,10 @@ class LeakHunt(RuleBasedStateMachine):
         self.facts: list[int] = []
         self.memories: dict[int, tuple[Identity, int]] = {}  # memory id -> (owner, tag)
 
-    @initialize(seeds=st.lists(st.tuples(identities, st.sampled_from(KEYS)), min_size=1, max_size=6),
-                scope=st.sampled_from(("user", "account")))
+    @initialize(
+        seeds=st.lists(st.tuples(identities, st.sampled_from(KEYS)), min_size=1, max_size=6),
+        scope=st.sampled_from(("user", "account")),
+    )
     def facts_read_by_bot(self, seeds: list[tuple[Identity, str]], scope: str) -> None:
         """Facts already handed to a reader, so that the steps that follow have notices to give."""
         for who, key in seeds:
@@ -112,18 +116,26 @@ class LeakHunt(RuleBasedStateMachine):
     def see(self, who: Identity, shown: Iterable[Fact], what: str) -> None:
         for f in shown:
             for tag in tags(f.content):
-                assert self.ledger.may_see(who, tag), f"{what} of {who} shows ⟦{tag}⟧: {self.ledger.texts[tag]}"
+                assert self.ledger.may_see(who, tag), (
+                    f"{what} of {who} shows ⟦{tag}⟧: {self.ledger.texts[tag]}"
+                )
 
     # -- writes ----------------------------------------------------------------------
 
-    @rule(who=identities, key=st.sampled_from(KEYS), scope=st.sampled_from(("user", "user", "account")),
-          data=st.data())
+    @rule(
+        who=identities,
+        key=st.sampled_from(KEYS),
+        scope=st.sampled_from(("user", "user", "account")),
+        data=st.data(),
+    )
     def remember(self, who: Identity, key: str, scope: str, data: st.DataObject) -> None:
         mine = [(mid, tag) for mid, (owner, tag) in self.memories.items() if owner == who]
         source = data.draw(st.none() | st.sampled_from(mine)) if mine else None
         content = self.text_for(who, source=source[1] if source else None)
         fact = self.attempt(
-            lambda: self.engine.remember(who, key, content, scope=scope, source_memory_id=source and source[0])
+            lambda: self.engine.remember(
+                who, key, content, scope=scope, source_memory_id=source and source[0]
+            )
         )
         if fact is not None:
             self.facts.append(fact.id)
@@ -139,14 +151,20 @@ class LeakHunt(RuleBasedStateMachine):
     def forget(self, who: Identity, key: str) -> None:
         self.attempt(lambda: self.engine.forget(who, key))
 
-    @rule(agent=st.sampled_from(AGENTS), account=st.sampled_from(tuple(ADMINS)), confirm=st.booleans(),
-          data=st.data())
+    @rule(
+        agent=st.sampled_from(AGENTS),
+        account=st.sampled_from(tuple(ADMINS)),
+        confirm=st.booleans(),
+        data=st.data(),
+    )
     def review(self, agent: str, account: str, confirm: bool, data: st.DataObject) -> None:
         if not self.facts:
             return
         fact_id = data.draw(st.sampled_from(self.facts))
         admin = Identity(account, ADMINS[account], agent)
-        fact = self.attempt(lambda: (self.engine.confirm if confirm else self.engine.reject)(admin, fact_id))
+        fact = self.attempt(
+            lambda: (self.engine.confirm if confirm else self.engine.reject)(admin, fact_id)
+        )
         if fact is not None and confirm:
             for tag in tags(fact.content):
                 self.ledger.texts[tag].confirmed = True
@@ -190,16 +208,23 @@ class LeakHunt(RuleBasedStateMachine):
         self.see(who, block.facts, "a block's facts")
         for m in block.memories:
             for tag in tags(m.content):
-                assert self.ledger.may_see(who, tag) and self.ledger.texts[tag].memory, f"memory ⟦{tag}⟧ to {who}"
+                assert self.ledger.may_see(who, tag) and self.ledger.texts[tag].memory, (
+                    f"memory ⟦{tag}⟧ to {who}"
+                )
         for change in block.changed:
             assert reader is not None
             for tag in tags(change.was.content):
-                assert self.ledger.may_be_told(who, reader, tag), f"{who} via {reader} told ⟦{tag}⟧ ended"
+                assert self.ledger.may_be_told(who, reader, tag), (
+                    f"{who} via {reader} told ⟦{tag}⟧ ended"
+                )
             if change.now is not None:
                 self.see(who, [change.now], "a notice's 'now'")
         told = {t for c in block.changed for t in tags(c.was.content)}
-        shown = {t for text in [*(f.content for f in block.facts), *(m.content for m in block.memories)]
-                 for t in tags(text)}
+        shown = {
+            t
+            for text in [*(f.content for f in block.facts), *(m.content for m in block.memories)]
+            for t in tags(text)
+        }
         shown |= {t for c in block.changed if c.now is not None for t in tags(c.now.content)}
         assert set(tags(block.text)) <= told | shown, "the text shows a tag no item carries"
         self.ledger.hand(who, reader, block.facts)
@@ -238,7 +263,9 @@ class LeakHunt(RuleBasedStateMachine):
         for f in self.engine.proposals(account):
             for tag in tags(f.content):
                 w = self.ledger.texts[tag]
-                assert w.who.account == account and not w.gone, f"proposals of {account} show ⟦{tag}⟧"
+                assert w.who.account == account and not w.gone, (
+                    f"proposals of {account} show ⟦{tag}⟧"
+                )
 
 
 def test_no_answer_shows_what_its_identity_may_not_see(db_url: str) -> None:
@@ -254,7 +281,9 @@ def test_no_answer_shows_what_its_identity_may_not_see(db_url: str) -> None:
         )
 
 
-def test_a_notice_never_names_a_replacement_another_agent_definition_keeps(engine: MemoryEngine) -> None:
+def test_a_notice_never_names_a_replacement_another_agent_definition_keeps(
+    engine: MemoryEngine,
+) -> None:
     """SPEC §7: a reader told of a change read through another definition hears 'no longer true'.
 
     One reader name reading two agent definitions is told the changes of both,

@@ -13,7 +13,13 @@ from typing import Any
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 from korely_memory import Identity, KorelyError, MemoryEngine
 
@@ -25,7 +31,11 @@ from .world import IDENTITIES, broken_invariants, empty
 
 ACCOUNTS = ("acme", "globex")
 USERS = ("giulia", "marco", "anna", None)
-READERS = ("bot", "helper", "giulia")  # a reader named like a user: erasing giulia deletes its marks
+READERS = (
+    "bot",
+    "helper",
+    "giulia",
+)  # a reader named like a user: erasing giulia deletes its marks
 KEYS = ("home-city", "plan", "hours")
 WORDS = ("Lives in Rome", "Lives in Milan", "Lives in Turin")
 ADMINS = (("acme", "anna"), ("globex", "giulia"))
@@ -53,7 +63,11 @@ class EngineAgainstModel(RuleBasedStateMachine):
             self.model.admins.add((account, user))
 
     @initialize(
-        seeds=st.lists(st.tuples(identities, st.sampled_from(KEYS), st.sampled_from(WORDS)), min_size=1, max_size=6),
+        seeds=st.lists(
+            st.tuples(identities, st.sampled_from(KEYS), st.sampled_from(WORDS)),
+            min_size=1,
+            max_size=6,
+        ),
         scope=st.sampled_from(("user", "account")),
     )
     def some_facts_read_by_bot(self, seeds: list[tuple[Identity, str, str]], scope: str) -> None:
@@ -89,9 +103,15 @@ class EngineAgainstModel(RuleBasedStateMachine):
 
     # -- writes ----------------------------------------------------------------------
 
-    def _remember(self, who: Identity, key: str, content: str, scope: str, source: int | None) -> None:
-        got = self.run(lambda: self.engine.remember(who, key, content, scope=scope, source_memory_id=source))
-        expected = self.model.remember(who, key, content, scope, source, got if isinstance(got, int) else None)
+    def _remember(
+        self, who: Identity, key: str, content: str, scope: str, source: int | None
+    ) -> None:
+        got = self.run(
+            lambda: self.engine.remember(who, key, content, scope=scope, source_memory_id=source)
+        )
+        expected = self.model.remember(
+            who, key, content, scope, source, got if isinstance(got, int) else None
+        )
         assert got == expected
 
     @rule(who=identities, key=st.sampled_from(KEYS), content=st.sampled_from(WORDS))
@@ -102,9 +122,16 @@ class EngineAgainstModel(RuleBasedStateMachine):
     def propose(self, who: Identity, key: str, content: str) -> None:
         self._remember(who, key, content, "account", None)
 
-    @rule(who=identities, key=st.sampled_from(KEYS), content=st.sampled_from(WORDS),
-          scope=st.sampled_from(("user", "account")), data=st.data())
-    def remember_from_memory(self, who: Identity, key: str, content: str, scope: str, data: st.DataObject) -> None:
+    @rule(
+        who=identities,
+        key=st.sampled_from(KEYS),
+        content=st.sampled_from(WORDS),
+        scope=st.sampled_from(("user", "account")),
+        data=st.data(),
+    )
+    def remember_from_memory(
+        self, who: Identity, key: str, content: str, scope: str, data: st.DataObject
+    ) -> None:
         self._remember(who, key, content, scope, self.memory_of(who, data))
 
     @rule(who=identities, content=st.sampled_from(WORDS), data=st.data())
@@ -121,10 +148,14 @@ class EngineAgainstModel(RuleBasedStateMachine):
 
     @rule(admin=identities, confirm=st.booleans(), data=st.data())
     def review(self, admin: Identity, confirm: bool, data: st.DataObject) -> None:
-        proposals = sorted(r.id for r in self.model.rows.values() if r.current and r.scope == "account_proposed")
+        proposals = sorted(
+            r.id for r in self.model.rows.values() if r.current and r.scope == "account_proposed"
+        )
         fact_id = self.pick(data, proposals, [*sorted(self.model.rows), 10**9], "fact_id")
         if data.draw(st.integers(0, 3), label="by an administrator") > 0:
-            account = self.model.rows[fact_id].account if fact_id in self.model.rows else admin.account
+            account = (
+                self.model.rows[fact_id].account if fact_id in self.model.rows else admin.account
+            )
             admin = Identity(account, dict(ADMINS)[account], admin.agent)
         verb = self.engine.confirm if confirm else self.engine.reject
         got = self.run(lambda: verb(admin, fact_id))
@@ -157,7 +188,9 @@ class EngineAgainstModel(RuleBasedStateMachine):
     @rule(account=st.sampled_from(ACCOUNTS), reader=st.sampled_from(READERS))
     def delete_reader(self, account: str, reader: str) -> None:
         tally("model operations")
-        assert self.engine.delete_reader(account, reader) == self.model.delete_reader(account, reader)
+        assert self.engine.delete_reader(account, reader) == self.model.delete_reader(
+            account, reader
+        )
 
     # -- reads -------------------------------------------------------------------------
 
@@ -169,12 +202,16 @@ class EngineAgainstModel(RuleBasedStateMachine):
         got = Block(
             facts=frozenset(f.id for f in block.facts),
             memories=frozenset(m.id for m in block.memories),
-            changed=tuple(Told(c.was.id, c.now.id if c.now else None, c.cause) for c in block.changed),
+            changed=tuple(
+                Told(c.was.id, c.now.id if c.now else None, c.cause) for c in block.changed
+            ),
             changed_more=block.changed_more if block.changed_more is not None else -1,
         )
         tally("changes told", len(block.changed))
         assert got == expected
-        assert {(f.id, f.content) for f in block.facts} == {(i, self.model.rows[i].content) for i in expected.facts}
+        assert {(f.id, f.content) for f in block.facts} == {
+            (i, self.model.rows[i].content) for i in expected.facts
+        }
         assert shape_errors(block, self.engine, BUDGET) == []
 
     @rule(who=identities, reader=readers, changes=st.sampled_from(CHANGES))

@@ -23,6 +23,7 @@ IDENTITIES = (
     Identity("globex", None, "sales"),
 )
 
+
 def empty(engine: MemoryEngine) -> None:
     """Delete every row: a fresh database for the next example, without creating one."""
     with engine.db.connect() as conn, conn.begin():
@@ -52,7 +53,13 @@ def broken_invariants(engine: MemoryEngine) -> list[str]:
             else:
                 if r.end_cause is None and r.replaced_by_id is None:
                     problems.append(f"ended fact {r.id} has neither end_cause nor replaced_by_id")
-                if r.end_cause not in ("stated", "corrected", "forgotten", "read_from_memory", "rejected"):
+                if r.end_cause not in (
+                    "stated",
+                    "corrected",
+                    "forgotten",
+                    "read_from_memory",
+                    "rejected",
+                ):
                     problems.append(f"ended fact {r.id} has end_cause {r.end_cause!r}")
             if r.replaced_by_id is not None:
                 nxt = by_id.get(r.replaced_by_id)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_classic.base_memory import BaseMemory
+
 from korely_memory import Identity, MemoryEngine
 from korely_memory.validation import MAX_MEMORY
-from langchain_classic.base_memory import BaseMemory
 
 
 class KorelyMemory(BaseMemory):

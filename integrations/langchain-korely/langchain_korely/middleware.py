@@ -6,8 +6,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
-from korely_memory import MemoryEngine
-from korely_memory import validation as check
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
@@ -20,6 +18,8 @@ from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired
 
+from korely_memory import MemoryEngine
+from korely_memory import validation as check
 from langchain_korely._identity import IdentityResolver, identity_from_context
 from langchain_korely.tools import korely_tools
 

@@ -11,11 +11,11 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
+from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine
 from langchain_korely._identity import IdentityResolver, identity_from_context
 
 _KEY = (

@@ -8,6 +8,7 @@ the network: the root conftest makes a connection to anything but this machine f
 from __future__ import annotations
 
 import pytest
+
 from korely_memory import Identity
 
 
@@ -20,5 +21,3 @@ def giulia() -> Identity:
 def use_async(request: pytest.FixtureRequest) -> bool:
     """A test that takes it runs once through the sync API and once through the async one."""
     return request.param == "ainvoke"
-
-

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from korely_memory import Identity, InvalidRequest, MemoryEngine
-from korely_memory.validation import MAX_BUDGET, MIN_BUDGET
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelRetryMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -24,6 +22,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import Field
 
+from korely_memory import Identity, InvalidRequest, MemoryEngine
+from korely_memory.validation import MAX_BUDGET, MIN_BUDGET
 from langchain_korely import KorelyMiddleware
 
 PROMPT = "You are Acme's support agent."

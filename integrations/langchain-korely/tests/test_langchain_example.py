@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "langchain_chatbot.py"
-CONFTEST = Path(__file__).resolve().parents[3] / "conftest.py"  # the repository root's network guard
+CONFTEST = (
+    Path(__file__).resolve().parents[3] / "conftest.py"
+)  # the repository root's network guard
 
 # Runs the example with the tests' network guard: a connection off this machine fails it.
 OFFLINE = (

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from korely_memory import Identity, MemoryEngine
 from langchain_classic.chains import ConversationChain
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.prompts import PromptTemplate
 
+from korely_memory import Identity, MemoryEngine
 from langchain_korely import KorelyMemory
 
 CHANGED = "## Changed since you last read"

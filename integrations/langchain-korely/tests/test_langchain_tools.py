@@ -6,12 +6,12 @@ import functools
 from typing import Any
 
 import pytest
-from korely_memory import Identity, MemoryEngine
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
+from korely_memory import Identity, MemoryEngine
 from langchain_korely import KorelyCorrect, KorelyForget, KorelyRemember, korely_tools
 
 GIULIA = Identity(account="acme", user="giulia", agent="support-copilot")

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from korely_memory import Identity
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+from korely_memory import Identity
 
 
 class ScriptedLLM(MockFunctionCallingLLM):
@@ -79,5 +80,3 @@ def script() -> Script:
 @pytest.fixture
 def giulia() -> Identity:
     return Identity(account="acme", user="giulia", agent="support-copilot")
-
-

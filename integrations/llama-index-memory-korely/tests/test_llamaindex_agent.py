@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from korely_memory import Identity, MemoryEngine
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.tools import FunctionTool
 
+from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, korely_tools
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.

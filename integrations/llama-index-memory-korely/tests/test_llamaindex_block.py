@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from korely_memory import Identity, MemoryEngine
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ValidationError
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
+from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from korely_memory import Identity, MemoryEngine
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
+from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, block_room
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.

@@ -7,13 +7,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from korely_memory import Identity, MemoryEngine
-from korely_memory.validation import MAX_BUDGET, MAX_MEMORY, MIN_BUDGET
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemoryBlock
 from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE
 from llama_index.core.prompts import RichPromptTemplate
+
+from korely_memory import Identity, MemoryEngine
+from korely_memory.validation import MAX_BUDGET, MAX_MEMORY, MIN_BUDGET
 
 DEFAULT_BLOCK_NAME = "korely"
 DEFAULT_TOKEN_BUDGET = 800

@@ -6,11 +6,12 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from korely_memory import Identity, MemoryEngine
-from korely_memory.validation import MIN_BUDGET
 from llama_index.core.memory import Memory
 from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE, DEFAULT_TOKEN_LIMIT
 from llama_index.core.prompts import RichPromptTemplate
+
+from korely_memory import Identity, MemoryEngine
+from korely_memory.validation import MIN_BUDGET
 
 from .block import DEFAULT_BLOCK_NAME, DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, frame_cost
 

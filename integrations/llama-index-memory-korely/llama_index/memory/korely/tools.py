@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from korely_memory import Fact, Identity, KorelyError, MemoryEngine
-from korely_memory.validation import MAX_CONTENT
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.tools import FunctionTool, ToolMetadata
+
+from korely_memory import Fact, Identity, KorelyError, MemoryEngine
+from korely_memory.validation import MAX_CONTENT
 
 _KEY = (
     "A short, stable identifier of what the fact is about, e.g. 'home-city' or "
