@@ -1,0 +1,546 @@
+"""Told exactly once, over real processes: every change a reader was handed reaches it, once.
+
+Reader processes call ``get_context(..., reader=NAME)`` for random users while writer
+processes correct, forget and remember the same few keys, each time with content never
+used before (so a version is never "true again"). When the time is up, a drain reads
+every user's block under every reader name until nothing more is told. Then, for every
+reader name:
+
+* **duplicates**: no ended version (``Change.was``) was told twice;
+* **lost**: every version handed over by a read that did not give way, and ended by the
+  end of the run, is *covered* in time by a change told (see ``Coverage``: told itself,
+  or, as allowed, together with a later version of the same key), and its mark in the
+  store is ended and told;
+* **late**: no version is told only after the first read that had to tell it;
+* nothing was told that was never handed, and ``now`` is always a later version of the
+  same key, or None.
+
+A deterministic test forces the one interleaving that timing finds only by luck: another
+engine ends the fact a block shows after the read's snapshot and before its marks are
+written.
+
+The figures are printed (``-s``) and added to the ``KORELY_RELIABILITY_TALLY`` line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import multiprocessing
+import random
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from korely_memory import Identity, MemoryEngine
+from korely_memory.errors import NotFound
+
+from .soak import SOAK, tally
+
+ACCOUNT, AGENT = "acme", "support"
+USERS = ("giulia", "marco", "anna")
+KEYS = ("home-city", "plan", "hours", "language")
+QUERY = "where does she live, which plan, what hours, which language"
+FORGET = 0.1  # share of writes that forget the key instead (the next write remembers it anew)
+SECONDS = 60.0 if SOAK else 3.0  # how long readers and writers run together, per scenario
+SPAWN = multiprocessing.get_context("spawn")
+CHANGED = "## Changed since you last read"
+
+
+def identity(user: str) -> Identity:
+    return Identity(ACCOUNT, user, AGENT)
+
+
+# -- the moment between a read's snapshot and its marks ---------------------------------
+
+
+@contextlib.contextmanager
+def between_snapshot_and_marks(
+    engine: MemoryEngine, action: Callable[[], object]
+) -> Iterator[None]:
+    """Run ``action`` once inside the next ``get_context`` of ``engine``: after the snapshot the
+    block was rendered from has closed, before the read writes its marks.
+
+    The ONE place that knows an engine internal. Today the marks are written by
+    ``MemoryEngine._settle``, called only after the read transaction has ended; when the
+    internals move, re-point this function to the new step, and nothing else.
+    """
+    hook = "_settle"
+    original = getattr(engine, hook, None)
+    if original is None:
+        pytest.fail(f"MemoryEngine.{hook} is gone: re-point between_snapshot_and_marks()")
+    ran: list[bool] = []
+
+    def hooked(*args: Any, **kwargs: Any) -> Any:
+        if not ran:
+            ran.append(True)
+            action()
+        return original(*args, **kwargs)
+
+    setattr(engine, hook, hooked)
+    try:
+        yield
+    finally:
+        delattr(engine, hook)
+    assert ran, f"the read never reached MemoryEngine.{hook}: re-point between_snapshot_and_marks()"
+
+
+def marks_in_store(engine: MemoryEngine) -> dict[tuple[str, int], tuple[bool, bool]]:
+    """(reader, fact id) -> (mark says ended, mark says told), straight from the table of marks."""
+    with engine.db.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT reader, fact_id, ended_at IS NOT NULL, told_at IS NOT NULL"
+                " FROM korely_marks WHERE account = :account"
+            ),
+            {"account": ACCOUNT},
+        ).all()
+    return {(r[0], int(r[1])): (bool(r[2]), bool(r[3])) for r in rows}
+
+
+# -- what the processes do ------------------------------------------------------------------
+
+
+def read_until_stopped(url: str, name: str, seed: int, ready: Any, stop: Any, out: str) -> None:
+    """Read random users' blocks under ``name``; log each read to ``out`` as JSON."""
+    rng = random.Random(seed)
+    reads: list[list[Any]] = []
+    with MemoryEngine(url) as engine:
+        ready.wait()
+        while not stop.is_set():
+            reads.append(read_once(engine, name, rng.choice(USERS)))
+    Path(out).write_text(json.dumps(reads), encoding="utf-8")
+
+
+def read_once(engine: MemoryEngine, name: str, user: str) -> list[Any]:
+    """One read: [reader, user, start, end, handed, [[was, now or None], ...], changed_more]."""
+    start = time.monotonic()
+    block = engine.get_context(identity(user), QUERY, reader=name)
+    end = time.monotonic()
+    if block.changed:
+        assert block.text.split("\n\n")[1].startswith(CHANGED), block.text
+    return [
+        name,
+        user,
+        start,
+        end,
+        [f.id for f in block.facts],
+        [[c.was.id, None if c.now is None else c.now.id] for c in block.changed],
+        block.changed_more,
+    ]
+
+
+def write_until_stopped(url: str, index: int, seed: int, ready: Any, stop: Any, out: str) -> None:
+    """Correct random keys with content never used before; sometimes forget one.
+
+    Logs [what, fact id, moment the call returned]: the new version for a write, the ended
+    one for a forget. The version a write ended is found afterwards through replaced_by_id.
+    """
+    rng = random.Random(seed)
+    log: list[list[Any]] = []
+    with MemoryEngine(url) as engine:
+        ready.wait()
+        i = 0
+        while not stop.is_set():
+            i += 1
+            user, key = rng.choice(USERS), rng.choice(KEYS)
+            who = identity(user)
+            if rng.random() < FORGET:
+                with contextlib.suppress(NotFound):  # another writer forgot it first
+                    log.append(["forget", engine.forget(who, key).id, time.monotonic()])
+                continue
+            content = f"{user} {key} by writer {index}, write {i}"
+            try:
+                made = engine.correct(who, key, content)
+            except NotFound:  # forgotten: remembered anew
+                made = engine.remember(who, key, content)
+            log.append(["write", made.id, time.monotonic()])
+    Path(out).write_text(json.dumps(log), encoding="utf-8")
+
+
+# -- checking what was told -----------------------------------------------------------------
+
+
+@dataclass
+class Read:
+    reader: str
+    user: str
+    start: float
+    end: float
+    handed: list[int]
+    told: list[tuple[int, int | None]]
+    more: int | None
+
+    @property
+    def gave_way(self) -> bool:
+        return self.more is None
+
+    @property
+    def clean(self) -> bool:
+        """Did not give way and left nothing waiting: every change pending for its user was told
+        by it or claimed by another read under the same name."""
+        return self.more == 0
+
+
+@dataclass
+class Version:
+    id: int
+    user: str
+    key: str
+    replaced_by: int | None
+    ended: bool
+
+
+@dataclass
+class Figures:
+    reads: int = 0
+    drain_reads: int = 0
+    gave_way: int = 0
+    handed: int = 0  # (reader, version) pairs handed by reads that did not give way
+    changes: int = 0  # ... of which the version has ended
+    told: int = 0  # changes told, duplicates included
+    lost: int = 0  # changes neither told nor covered, or whose mark is not ended and told
+    lost_untold: int = 0  # ... by what the readers were told
+    lost_in_store: int = 0  # ... by the marks left in the store
+    late: int = 0  # told itself, but after the first read that should have told it
+    duplicates: int = 0  # tellings of a version already told to the same reader
+    strange: int = 0  # told a version never handed, or a `now` that is not a later version
+    examples: list[str] = field(default_factory=list)
+
+    def note(self, what: str) -> None:
+        if len(self.examples) < 10:
+            self.examples.append(what)
+
+
+class Coverage:
+    """When a change handed to one reader name counts as told.
+
+    The chain of a version is what ``replaced_by_id`` leads to; a forgotten version ends
+    its chain, and a key remembered again starts a new one. Take a version ``v`` this
+    reader name was handed by a read that did not give way, and which has ended by the end
+    of the run. Its *due* read is the first clean read (it did not give way and left nothing
+    waiting) of ``v``'s user under that name that started after both ``v``'s end (its
+    writer's call had returned) and the end of the first read that handed ``v``. That read's
+    snapshot held the end and the mark, so it had to tell ``v``, or find it claimed by a
+    read under the same name that had started before it ended. The drain ends with a clean
+    read of every user under every name, so every change has a due read.
+
+    ``v`` is covered by a change told to the same name, from a read that started before its
+    due read ended, when
+
+    * the change's ``was`` is ``v``; or
+    * (the allowance: two versions handed, both ended, both now lead to the same current
+      version, told once from the one read last) the change's ``was`` is a strictly later
+      version of ``v``'s chain and its ``now`` is not None: with ``v`` still waiting, the
+      engine tells that one change for both.
+
+    Not covered: *late* if ``v`` itself was told after its due read, else *lost*. A telling
+    of a later version after the due read covers nothing: ``v`` was no longer waiting then.
+    The store is asked as well: the mark of every change handed must say ended and told.
+    """
+
+    def __init__(self, versions: dict[int, Version], ended_at: dict[int, float]) -> None:
+        self.versions = versions
+        self.ended_at = ended_at
+
+    def later(self, v: int) -> list[int]:
+        """The versions after ``v`` in its chain, in order."""
+        out, seen = [], {v}
+        nxt = self.versions[v].replaced_by
+        while nxt is not None and nxt not in seen:
+            out.append(nxt)
+            seen.add(nxt)
+            nxt = self.versions[nxt].replaced_by
+        return out
+
+    def check(
+        self,
+        reader: str,
+        reads: list[Read],
+        store: dict[tuple[str, int], tuple[bool, bool]],
+        fig: Figures,
+    ) -> None:
+        reads = sorted(reads, key=lambda r: r.start)
+        first_handed: dict[int, float] = {}
+        shown_at_all = {v for r in reads for v in r.handed}
+        told: Counter[int] = Counter()
+        tellings: list[tuple[float, int, int | None]] = []  # (read start, was, now)
+        for r in reads:
+            if not r.gave_way:
+                for v in r.handed:
+                    first_handed[v] = min(first_handed.get(v, math.inf), r.end)
+            for was, now in r.told:
+                told[was] += 1
+                tellings.append((r.start, was, now))
+                if was not in shown_at_all:
+                    fig.strange += 1
+                    fig.note(f"{reader}: told {was}, never handed")
+                if now is not None and now not in self.later(was):
+                    fig.strange += 1
+                    fig.note(f"{reader}: told {was} -> {now}, not a later version")
+        fig.told += sum(told.values())
+        for was, n in told.items():
+            if n > 1:
+                fig.duplicates += n - 1
+                fig.note(f"{reader}: version {was} told {n} times")
+        fig.handed += len(first_handed)
+        for v, handed_end in first_handed.items():
+            version = self.versions[v]
+            if not version.ended:
+                continue
+            fig.changes += 1
+            ended = self.ended_at.get(v, math.inf)
+            due = next(
+                (
+                    r.end
+                    for r in reads
+                    if r.user == version.user
+                    and r.clean
+                    and r.start > handed_end
+                    and r.start > ended
+                ),
+                math.inf,
+            )
+            later = set(self.later(v))
+            direct = [start for start, was, _ in tellings if was == v]
+            in_time = any(
+                start < due and (was == v or (was in later and now is not None))
+                for start, was, now in tellings
+            )
+            mark = store.get((reader, v))
+            in_store = mark == (True, True)
+            what = f"{reader}: version {v} of {version.user}/{version.key}"
+            if not in_time and direct:
+                fig.late += 1
+                fig.note(f"{what} told late")
+            if not in_time and not direct:
+                fig.lost_untold += 1
+            if not in_store:
+                fig.lost_in_store += 1
+            if (not in_time and not direct) or not in_store:
+                fig.lost += 1
+                fig.note(f"{what} lost (covered in time: {in_time}, mark ended/told: {mark})")
+
+
+def drain(engine: MemoryEngine, names: list[str]) -> list[Read]:
+    """Read every user's block under every name until a read tells nothing and leaves nothing."""
+    reads: list[Read] = []
+    for name in names:
+        for user in USERS:
+            for _ in range(200):
+                r = as_read(read_once(engine, name, user))
+                reads.append(r)
+                if r.clean and not r.told:
+                    break
+            else:
+                pytest.fail(f"{name} never finished reading the changes of {user}")
+    return reads
+
+
+def as_read(row: list[Any]) -> Read:
+    name, user, start, end, handed, told, more = row
+    return Read(name, user, start, end, handed, [(w, n) for w, n in told], more)
+
+
+def run_world(url: str, tmp_path: Path, names: list[str], writers: int, label: str) -> Figures:
+    with MemoryEngine(url) as engine:
+        for user in USERS:
+            for key in KEYS:
+                engine.remember(identity(user), key, f"{user} {key}, first version")
+        ready = SPAWN.Barrier(len(names) + writers + 1, timeout=120)
+        stop = SPAWN.Event()
+        seed = random.randrange(2**32)
+        procs = [
+            SPAWN.Process(
+                target=read_until_stopped,
+                args=(url, name, seed + i, ready, stop, str(tmp_path / f"reads-{i}.json")),
+            )
+            for i, name in enumerate(names)
+        ] + [
+            SPAWN.Process(
+                target=write_until_stopped,
+                args=(url, w, seed + 1000 + w, ready, stop, str(tmp_path / f"writes-{w}.json")),
+            )
+            for w in range(writers)
+        ]
+        for p in procs:
+            p.start()
+        try:
+            ready.wait()
+            time.sleep(SECONDS)
+        finally:
+            stop.set()
+            for p in procs:
+                p.join(timeout=60)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+        assert [p.exitcode for p in procs] == [0] * len(procs), f"seed {seed}"
+
+        reads = [
+            as_read(row)
+            for i in range(len(names))
+            for row in json.loads((tmp_path / f"reads-{i}.json").read_text(encoding="utf-8"))
+        ]
+        log = [
+            entry
+            for w in range(writers)
+            for entry in json.loads((tmp_path / f"writes-{w}.json").read_text(encoding="utf-8"))
+        ]
+        drained = drain(engine, sorted(set(names)))
+        versions = {
+            f.id: Version(f.id, user, key, f.replaced_by_id, not f.is_current)
+            for user in USERS
+            for key in KEYS
+            for f in engine.history(identity(user), key)
+        }
+        store = marks_in_store(engine)
+
+    before = {v.replaced_by: v.id for v in versions.values() if v.replaced_by is not None}
+    ended_at: dict[int, float] = {}
+    for what, fact_id, moment in log:
+        if what == "forget":
+            ended_at[fact_id] = moment
+        elif fact_id in before:
+            ended_at[before[fact_id]] = moment
+    fig = Figures(
+        reads=len(reads),
+        drain_reads=len(drained),
+        gave_way=sum(r.gave_way for r in reads + drained),
+    )
+    coverage = Coverage(versions, ended_at)
+    by_name: dict[str, list[Read]] = defaultdict(list)
+    for r in reads + drained:
+        by_name[r.reader].append(r)
+    for name, its_reads in sorted(by_name.items()):
+        coverage.check(name, its_reads, store, fig)
+    report(label, fig, len(log), seed)
+    return fig
+
+
+def report(label: str, fig: Figures, writes: int, seed: int) -> None:
+    line = (
+        f"told once, {label}: {fig.reads} reads (+{fig.drain_reads} drain), {writes} writes, "
+        f"{fig.gave_way} gave way, {fig.handed} handed, {fig.changes} changes, {fig.told} told, "
+        f"{fig.lost} lost ({fig.lost_untold} by the tellings, {fig.lost_in_store} by the marks), "
+        f"{fig.late} late, {fig.duplicates} duplicates, {fig.strange} strange (seed {seed})"
+    )
+    print("\n" + line)
+    for example in fig.examples:
+        print("  " + example)
+    for what in ("reads", "gave_way", "changes", "told", "lost", "late", "duplicates"):
+        tally(f"told once, {label}: {what.replace('_', ' ')}", getattr(fig, what))
+
+
+def assert_told_once(fig: Figures) -> None:
+    assert fig.reads > 0 and fig.changes > 0, "the run made no change to tell"
+    assert (fig.lost, fig.duplicates, fig.late, fig.strange) == (0, 0, 0, 0), fig.examples
+
+
+# -- the tests --------------------------------------------------------------------------------
+
+
+def test_each_change_is_told_once_to_readers_of_distinct_names(db_url: str, tmp_path: Path) -> None:
+    """4 reader processes, each under its own name, and 2 writer processes."""
+    backend = db_url.split(":", 1)[0].split("+")[0]
+    names = [f"reader-{i}" for i in range(4)]
+    assert_told_once(run_world(db_url, tmp_path, names, 2, f"{backend}, 4 names, 2 writers"))
+
+
+def test_each_change_is_told_once_to_one_name_read_by_many_processes(
+    db_url: str, tmp_path: Path
+) -> None:
+    """8 reader processes under one name, and 2 writer processes: once per name, not per process."""
+    backend = db_url.split(":", 1)[0].split("+")[0]
+    names = ["support-bot"] * 8
+    assert_told_once(run_world(db_url, tmp_path, names, 2, f"{backend}, 1 name x 8, 2 writers"))
+
+
+@pytest.mark.parametrize("ending", ["corrected", "forgotten"])
+def test_a_fact_ended_between_the_snapshot_and_the_marks_is_still_told(
+    db_url: str, ending: str
+) -> None:
+    """Another engine ends the fact a block shows after that block's snapshot, before its marks."""
+    who = identity("giulia")
+    with MemoryEngine(db_url) as engine, MemoryEngine(db_url) as other:
+        rome = engine.remember(who, "home-city", "Giulia lives in Rome")
+        engine.remember(who, "plan", "Giulia is on the Pro plan")
+        after: list[int | None] = []
+
+        def end_rome() -> None:
+            if ending == "corrected":
+                after.append(other.correct(who, "home-city", "Giulia lives in Milan").id)
+            else:
+                other.forget(who, "home-city")
+                after.append(None)
+
+        with between_snapshot_and_marks(engine, end_rome):
+            first = engine.get_context(who, "where", reader="support-bot")
+        assert rome.id in [f.id for f in first.facts]
+        assert first.changed_more == 0, "the read gave way: the interleaving was not tested"
+
+        second = engine.get_context(who, "where", reader="support-bot")
+        assert [(c.was.id, None if c.now is None else c.now.id) for c in second.changed] == [
+            (rome.id, after[0])
+        ], f"the {ending} fact the first block showed was never told"
+        assert CHANGED in second.text
+        assert second.changed[0].cause == ending
+        third = engine.get_context(who, "where", reader="support-bot")
+        assert third.changed == () and third.changed_more == 0
+
+
+# -- the rule itself, on made-up reads ---------------------------------------------------------
+
+# Rome (1) corrected to Florence (2) at t=10, Florence to Milan (3) at t=20.
+ROME_FLORENCE_MILAN = {
+    1: Version(1, "giulia", "home-city", 2, True),
+    2: Version(2, "giulia", "home-city", 3, True),
+    3: Version(3, "giulia", "home-city", None, False),
+}
+ENDED_AT = {1: 10.0, 2: 20.0}
+TOLD_IN_STORE = {("bot", 1): (True, True), ("bot", 2): (True, True)}
+
+
+def judge(*reads: tuple[float, list[int], list[tuple[int, int | None]], int | None]) -> Figures:
+    fig = Figures()
+    made = [Read("bot", "giulia", t, t + 1, handed, told, more) for t, handed, told, more in reads]
+    Coverage(ROME_FLORENCE_MILAN, ENDED_AT).check("bot", made, TOLD_IN_STORE, fig)
+    return fig
+
+
+def test_the_rule_allows_one_change_for_two_versions_that_lead_to_the_same_one() -> None:
+    # Rome waits while the read that hands Florence has no room left to tell it.
+    fig = judge((0, [1], [], 0), (11, [2], [], 1), (21, [3], [(2, 3)], 0))
+    assert (fig.changes, fig.told, fig.lost, fig.late, fig.duplicates) == (2, 1, 0, 0, 0)
+
+
+def test_the_rule_finds_a_change_lost_even_when_a_later_one_is_told() -> None:
+    # The read at t=11 left nothing waiting, yet said nothing of Rome: Rome was not waiting.
+    fig = judge((0, [1], [], 0), (11, [2], [], 0), (21, [3], [(2, 3)], 0))
+    assert (fig.lost, fig.lost_untold) == (1, 1)
+
+
+def test_the_rule_counts_duplicates_late_tellings_and_marks_left_untold() -> None:
+    assert judge((0, [1], [], 0), (11, [2], [(1, 2)], 0), (21, [3], [(1, 2)], 0)).duplicates == 1
+    assert judge((0, [1], [], 0), (11, [2], [], 0), (21, [3], [(1, 3)], 0)).late == 1
+    # Told, yet its mark in the store says it never ended.
+    fig = Figures()
+    reads = [
+        Read("bot", "giulia", 0, 1, [1], [], 0),
+        Read("bot", "giulia", 11, 12, [2], [(1, 2)], 0),
+        Read("bot", "giulia", 21, 22, [3], [(2, 3)], 0),
+    ]
+    store = {("bot", 1): (False, False), ("bot", 2): (True, True)}
+    Coverage(ROME_FLORENCE_MILAN, ENDED_AT).check("bot", reads, store, fig)
+    assert (fig.lost, fig.lost_untold, fig.lost_in_store) == (1, 0, 1)
+
+
+def test_the_rule_ignores_what_only_a_read_that_gave_way_showed() -> None:
+    assert judge((0, [1], [], None), (21, [3], [], 0)).changes == 0
