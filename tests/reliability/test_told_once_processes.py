@@ -15,15 +15,17 @@ reader name:
 * nothing was told that was never handed, and ``now`` is always a later version of the
   same key, or None.
 
-A deterministic test forces the one interleaving that timing finds only by luck: another
-engine ends the fact a block shows after the read's snapshot and before its marks are
-written.
+Two deterministic tests force interleavings that timing finds only by luck, at the moment
+between a read's snapshot and its marks: another engine ends the fact the block shows; and
+another read under the same name, from a newer snapshot, tells part of what the first read
+claims.
 
 The figures are printed (``-s``) and added to the ``KORELY_RELIABILITY_TALLY`` line.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import math
@@ -242,7 +244,8 @@ class Coverage:
     * (the allowance: two versions handed, both ended, both now lead to the same current
       version, told once from the one read last) the change's ``was`` is a strictly later
       version of ``v``'s chain and its ``now`` is not None: with ``v`` still waiting, the
-      engine tells that one change for both.
+      engine tells that one change for both. Versions that are "no longer true" have no
+      current version in common: each is told on its own, as a single reader is told them.
 
     Not covered: *late* if ``v`` itself was told after its due read, else *lost*. A telling
     of a later version after the due read covers nothing: ``v`` was no longer waiting then.
@@ -252,16 +255,21 @@ class Coverage:
     def __init__(self, versions: dict[int, Version], ended_at: dict[int, float]) -> None:
         self.versions = versions
         self.ended_at = ended_at
+        # Each version's place: (the first version of its chain, how far along it is).
+        self.place: dict[int, tuple[int, int]] = {}
+        replaced = {v.replaced_by for v in versions.values()}
+        for root in versions:
+            if root in replaced:
+                continue
+            step, at = 0, root
+            while at is not None and at not in self.place:
+                self.place[at] = (root, step)
+                step, at = step + 1, versions[at].replaced_by
 
-    def later(self, v: int) -> list[int]:
-        """The versions after ``v`` in its chain, in order."""
-        out, seen = [], {v}
-        nxt = self.versions[v].replaced_by
-        while nxt is not None and nxt not in seen:
-            out.append(nxt)
-            seen.add(nxt)
-            nxt = self.versions[nxt].replaced_by
-        return out
+    def later(self, w: int, v: int) -> bool:
+        """Whether ``w`` comes strictly after ``v`` in ``v``'s chain."""
+        (chain_w, at_w), (chain_v, at_v) = self.place[w], self.place[v]
+        return chain_w == chain_v and at_w > at_v
 
     def check(
         self,
@@ -274,20 +282,36 @@ class Coverage:
         first_handed: dict[int, float] = {}
         shown_at_all = {v for r in reads for v in r.handed}
         told: Counter[int] = Counter()
-        tellings: list[tuple[float, int, int | None]] = []  # (read start, was, now)
+        first_told: dict[int, float] = {}  # was -> start of the first read that told it
+        # Per chain, in order of read start: how far along the chain the `was` of a change
+        # with a `now` got, at most, so far (the allowance).
+        reach: dict[int, tuple[list[float], list[int]]] = defaultdict(lambda: ([], []))
+        clean: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
         for r in reads:
+            if r.clean:
+                clean[r.user][0].append(r.start)
+                clean[r.user][1].append(r.end)
             if not r.gave_way:
                 for v in r.handed:
                     first_handed[v] = min(first_handed.get(v, math.inf), r.end)
             for was, now in r.told:
                 told[was] += 1
-                tellings.append((r.start, was, now))
+                first_told.setdefault(was, r.start)
+                if was not in self.place or (now is not None and now not in self.place):
+                    fig.strange += 1
+                    fig.note(f"{reader}: told {was} -> {now}, not a version of the world")
+                    continue
                 if was not in shown_at_all:
                     fig.strange += 1
                     fig.note(f"{reader}: told {was}, never handed")
-                if now is not None and now not in self.later(was):
+                if now is not None and not self.later(now, was):
                     fig.strange += 1
                     fig.note(f"{reader}: told {was} -> {now}, not a later version")
+                if now is not None:
+                    chain, at = self.place[was]
+                    starts, furthest = reach[chain]
+                    starts.append(r.start)
+                    furthest.append(max(at, furthest[-1]) if furthest else at)
         fig.told += sum(told.values())
         for was, n in told.items():
             if n > 1:
@@ -299,24 +323,16 @@ class Coverage:
             if not version.ended:
                 continue
             fig.changes += 1
-            ended = self.ended_at.get(v, math.inf)
-            due = next(
-                (
-                    r.end
-                    for r in reads
-                    if r.user == version.user
-                    and r.clean
-                    and r.start > handed_end
-                    and r.start > ended
-                ),
-                math.inf,
-            )
-            later = set(self.later(v))
-            direct = [start for start, was, _ in tellings if was == v]
-            in_time = any(
-                start < due and (was == v or (was in later and now is not None))
-                for start, was, now in tellings
-            )
+            # The due read: the first clean read of the user after the end and the handing.
+            starts, ends = clean[version.user]
+            after = max(handed_end, self.ended_at.get(v, math.inf))
+            i = bisect.bisect_right(starts, after)
+            due = ends[i] if i < len(starts) else math.inf
+            chain, at = self.place[v]
+            starts, furthest = reach[chain]
+            j = bisect.bisect_left(starts, due)  # the tellings from reads that started before
+            in_time = first_told.get(v, math.inf) < due or (j > 0 and furthest[j - 1] > at)
+            direct = v in told
             mark = store.get((reader, v))
             in_store = mark == (True, True)
             what = f"{reader}: version {v} of {version.user}/{version.key}"
@@ -497,6 +513,51 @@ def test_a_fact_ended_between_the_snapshot_and_the_marks_is_still_told(
         assert second.changed[0].cause == ending
         third = engine.get_context(who, "where", reader="support-bot")
         assert third.changed == () and third.changed_more == 0
+
+
+def test_a_read_under_the_same_name_never_swallows_a_change_another_read_tells(
+    db_url: str,
+) -> None:
+    """Two reads under one name, from two snapshots, each claim part of what the other tells.
+
+    The name was handed Rome, then Florence (a read filtered to forgotten facts leaves Rome
+    waiting), and Florence became Milan: one change tells both, from Florence. While the
+    first read is between its snapshot and its marks, Milan is forgotten, two other facts
+    change and a second read tells those two and "no longer true: Florence", with Rome
+    waiting as the fourth. Whatever the first read then claims, Rome must still be told:
+    as "no longer true: Rome", or together with Florence by a change naming what holds now.
+    """
+    who, bot = identity("giulia"), "support-bot"
+    with MemoryEngine(db_url) as engine, MemoryEngine(db_url) as other:
+        rome = engine.remember(who, "home-city", "Giulia lives in Rome")
+        engine.remember(who, "plan", "Giulia is on the Pro plan")
+        engine.remember(who, "hours", "Giulia works mornings")
+        engine.get_context(who, reader=bot)
+        florence = other.correct(who, "home-city", "Giulia lives in Florence")
+        assert engine.get_context(who, reader=bot, changes=["forgotten"]).changed == ()
+        other.correct(who, "home-city", "Giulia lives in Milan")
+        told: list[tuple[int, int | None]] = []
+
+        def meanwhile() -> None:
+            other.forget(who, "home-city")
+            other.correct(who, "plan", "Giulia is on the Enterprise plan")
+            other.correct(who, "hours", "Giulia works afternoons")
+            block = other.get_context(who, reader=bot)
+            told.extend((c.was.id, None if c.now is None else c.now.id) for c in block.changed)
+
+        with between_snapshot_and_marks(engine, meanwhile):
+            first = engine.get_context(who, reader=bot)
+        assert first.changed_more is not None, "the read gave way: the interleaving was not tested"
+        told.extend((c.was.id, None if c.now is None else c.now.id) for c in first.changed)
+        for _ in range(10):
+            block = engine.get_context(who, reader=bot)
+            told.extend((c.was.id, None if c.now is None else c.now.id) for c in block.changed)
+            if not block.changed and block.changed_more == 0:
+                break
+        assert any(
+            was == rome.id or (was == florence.id and now is not None) for was, now in told
+        ), f"Rome was never told: only {told}"
+        assert len({was for was, _ in told}) == len(told), f"told twice: {told}"
 
 
 # -- the rule itself, on made-up reads ---------------------------------------------------------
