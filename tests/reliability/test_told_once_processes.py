@@ -44,14 +44,14 @@ import sqlalchemy as sa
 from korely_memory import Identity, MemoryEngine
 from korely_memory.errors import NotFound
 
-from .soak import SOAK, tally
+from .soak import scale, tally
 
 ACCOUNT, AGENT = "acme", "support"
 USERS = ("giulia", "marco", "anna")
 KEYS = ("home-city", "plan", "hours", "language")
 QUERY = "where does she live, which plan, what hours, which language"
 FORGET = 0.1  # share of writes that forget the key instead (the next write remembers it anew)
-SECONDS = 60.0 if SOAK else 3.0  # how long readers and writers run together, per scenario
+SECONDS = scale(3, 60)  # how long readers and writers run together, per scenario
 # A fresh interpreter per process, forked from a server that has imported this module once:
 # ten processes start in about two seconds on two cores, instead of about seven with "spawn".
 PROCESSES = multiprocessing.get_context("forkserver")
@@ -126,6 +126,7 @@ def read_until_stopped(url: str, name: str, seed: int, ready: Any, stop: Any, ou
 
 def read_once(engine: MemoryEngine, name: str, user: str) -> list[Any]:
     """One read: [reader, user, start, end, handed, [[was, now or None], ...], changed_more]."""
+    # One clock for every process of the machine (CLOCK_MONOTONIC), so moments compare across them.
     start = time.monotonic()
     block = engine.get_context(identity(user), QUERY, reader=name)
     end = time.monotonic()
@@ -262,9 +263,12 @@ class Coverage:
             if root in replaced:
                 continue
             step, at = 0, root
-            while at is not None and at not in self.place:
+            while True:
                 self.place[at] = (root, step)
-                step, at = step + 1, versions[at].replaced_by
+                nxt = versions[at].replaced_by
+                if nxt is None or nxt in self.place:
+                    break
+                step, at = step + 1, nxt
 
     def later(self, w: int, v: int) -> bool:
         """Whether ``w`` comes strictly after ``v`` in ``v``'s chain."""
