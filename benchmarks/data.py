@@ -88,8 +88,8 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
 
     One statement per batch (PostgreSQL: COPY), not one engine call per fact.
     """
-    from korely_memory import index
-    from korely_memory.models import fact_terms, facts
+    from korely_memory import _word_index
+    from korely_memory._schema import fact_terms, facts
 
     now = dt.datetime.now(dt.timezone.utc)
     rows: list[dict[str, object]] = []
@@ -107,7 +107,7 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
                         "term": t,
                         "fact_id": row["id"],
                     }
-                    for t in index.terms_of(str(row["key"]), str(row["content"]))
+                    for t in _word_index.terms_of(str(row["key"]), str(row["content"]))
                 )
             next_id += len(owned)
             if len(rows) >= batch:
@@ -116,8 +116,8 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
                 rows, terms = [], []
         _flush(conn, facts, rows)
         _flush(conn, fact_terms, terms)
-        index.add_counts(
-            conn, [(ACCOUNT, AGENT, user, len(owned)) for user, owned in owners.items()]
+        _word_index.add_counts(
+            conn, {(ACCOUNT, AGENT, user): len(owned) for user, owned in owners.items()}
         )
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(

@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from korely_memory.ranking import bm25
-from korely_memory.tokens import TokenCounter
+from korely_memory._ranking import bm25
+from korely_memory._tokens import TokenCounter
 
 from .data import SINCE, Item
 

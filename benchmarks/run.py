@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from korely_memory import MemoryEngine
-from korely_memory.tokens import TokenCounter
+from korely_memory._tokens import TokenCounter
 
 from . import peers
 from . import workloads as w

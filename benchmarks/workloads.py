@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from korely_memory import MemoryEngine
-from korely_memory.models import marks
+from korely_memory._schema import marks
 
 from .data import QUERY, items, load, person
 
@@ -47,7 +47,7 @@ def p95(values: list[float]) -> float:
 
 def writes_nothing(engine: MemoryEngine, read: Callable[[], object]) -> bool:
     """Whether a read leaves every table as it was (a steady read must write nothing)."""
-    from korely_memory.models import Base
+    from korely_memory._schema import Base
 
     def snapshot() -> list[list[tuple[Any, ...]]]:
         with engine.db.connect() as conn:

@@ -1,14 +1,14 @@
 """korely-memory: durable, correctable memory for LangChain and LlamaIndex agents.
 
-from korely_memory import MemoryEngine, Identity
+from korely_memory import Identity, MemoryEngine
 engine = MemoryEngine("sqlite:///memory.db")
 who = Identity(account="acme", user="giulia", agent="support-copilot")
 engine.remember(who, "home-city", "Giulia lives in Rome")
 print(engine.get_context(who, "Where does Giulia live?").text)
 """
 
-from .engine import MemoryEngine
-from .errors import (
+from ._engine import MemoryEngine
+from ._errors import (
     InvalidRequest,
     KorelyError,
     LimitExceeded,
@@ -16,18 +16,25 @@ from .errors import (
     NotFound,
     PermissionDenied,
 )
-from .identity import Identity, Scope
-from .types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
+from ._identity import EndCause, Identity, Scope
+from ._ranking import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
+from ._types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
+
+__version__ = "0.1.0"
 
 __all__ = [
     "Change",
     "ContextBlock",
+    "Embedder",
+    "EndCause",
     "ErasureReport",
     "Fact",
     "Identity",
     "InvalidRequest",
     "KorelyError",
+    "LangChainEmbeddings",
     "LimitExceeded",
+    "LlamaIndexEmbedding",
     "Memory",
     "MemoryEngine",
     "NotCurrent",
@@ -35,4 +42,5 @@ __all__ = [
     "PermissionDenied",
     "Scope",
     "TrimReport",
+    "__version__",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from korely_memory import MemoryEngine
-from korely_memory.models import Base
+from korely_memory._schema import Base
 
 
 def snapshot(engine: MemoryEngine) -> dict[str, list[tuple[object, ...]]]:

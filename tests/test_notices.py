@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
-from korely_memory.models import marks
+from korely_memory._schema import marks
 
 from .helpers import snapshot
 
@@ -104,7 +104,8 @@ def test_a_fact_whose_memory_was_forgotten_keeps_its_words_out(engine: MemoryEng
     assert all(
         "Manzoni" not in f.content for f in engine.get_facts(GIULIA, include_invalidated=True)
     )
-    assert engine.history(GIULIA, "school") == []
+    (kept,) = engine.history(GIULIA, "school")
+    assert kept.erased and kept.content == "" and kept.end_cause == "forgotten"
 
 
 def test_a_fact_read_from_a_memory_replacing_another_says_so(engine: MemoryEngine) -> None:

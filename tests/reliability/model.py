@@ -133,13 +133,13 @@ class Model:
         return out
 
     def every_version(self, who: Identity, key: str | None = None) -> list[Row]:
-        """History: every version of its own namespace and every confirmed fact, whose words remain."""
+        """History: every version of its own namespace and every confirmed fact (erased ones with no
+        words)."""
         found = [
             r
             for r in self.rows.values()
             if (r.account, r.agent) == (who.account, who.agent)
             and (key is None or r.key == key)
-            and r.content != ""
             and (r.owner == who.user or r.scope == ACCOUNT)
         ]
         return sorted(found, key=lambda r: (r.recorded, r.id))
@@ -271,9 +271,11 @@ class Model:
             return NotFound
         for r in self.rows.values():
             if r.source == memory_id:
-                if r.current:
-                    self._end(r, "forgotten")
-                r.content, r.source = "", None
+                if r.scope != ACCOUNT:  # a confirmed account fact is the account's: it stays
+                    if r.current:
+                        self._end(r, "forgotten")
+                    r.content = ""
+                r.source = None
         del self.memories[memory_id]
         return memory_id
 

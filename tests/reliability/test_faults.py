@@ -22,7 +22,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory.database import namespace_lock
+from korely_memory._versions import lock_key
 
 from ..helpers import snapshot
 from .soak import scale, tally
@@ -188,7 +188,7 @@ def cut_while_waiting(engine: MemoryEngine, url: str, key: str) -> None:
             errors.append(exc)
 
     with holder.connect() as hold, hold.begin():
-        namespace_lock(hold, GIULIA.account, GIULIA.agent, GIULIA.user, key)
+        lock_key(hold, GIULIA, key)
         writer = threading.Thread(target=write)
         writer.start()
         pid = wait_for_lock_waiter(holder)

@@ -42,7 +42,7 @@ import pytest
 import sqlalchemy as sa
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory.errors import NotFound
+from korely_memory import NotFound
 
 from .soak import scale, tally
 
@@ -74,10 +74,10 @@ def between_snapshot_and_marks(
     block was rendered from has closed, before the read writes its marks.
 
     The ONE place that knows an engine internal. Today the marks are written by
-    ``MemoryEngine._settle``, called only after the read transaction has ended; when the
+    ``MemoryEngine._write_marks``, called only after the read transaction has ended; when the
     internals move, re-point this function to the new step, and nothing else.
     """
-    hook = "_settle"
+    hook = "_write_marks"
     original = getattr(engine, hook, None)
     if original is None:
         pytest.fail(f"MemoryEngine.{hook} is gone: re-point between_snapshot_and_marks()")

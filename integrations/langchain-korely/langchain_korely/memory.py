@@ -10,7 +10,7 @@ from typing import Any
 from langchain_classic.base_memory import BaseMemory
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory.validation import MAX_MEMORY
+from korely_memory.limits import MAX_MEMORY
 
 
 class KorelyMemory(BaseMemory):

@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import NotRequired
 
 from korely_memory import MemoryEngine
-from korely_memory import validation as check
+from korely_memory import limits
 from langchain_korely._identity import IdentityResolver, identity_from_context
 from langchain_korely.tools import korely_tools
 
@@ -93,9 +93,9 @@ class KorelyMiddleware(AgentMiddleware[KorelyState, Any]):
                 engine takes; `field` names which.
         """
         super().__init__()
-        check.name("reader", reader, optional=True)
-        check.token_budget(token_budget)
-        check.changes(changes)
+        limits.check_reader(reader)
+        limits.check_token_budget(token_budget)
+        limits.check_changes(changes)
         self.engine = engine
         self.reader = reader
         self.token_budget = token_budget

@@ -23,7 +23,7 @@ from langgraph.types import Command
 from pydantic import Field
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
-from korely_memory.validation import MAX_BUDGET, MIN_BUDGET
+from korely_memory.limits import MAX_BUDGET, MIN_BUDGET
 from langchain_korely import KorelyMiddleware
 
 PROMPT = "You are Acme's support agent."

@@ -14,7 +14,7 @@ from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE
 from llama_index.core.prompts import RichPromptTemplate
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory.validation import MAX_BUDGET, MAX_MEMORY, MIN_BUDGET
+from korely_memory.limits import MAX_BUDGET, MAX_MEMORY, MIN_BUDGET
 
 DEFAULT_BLOCK_NAME = "korely"
 DEFAULT_TOKEN_BUDGET = 800

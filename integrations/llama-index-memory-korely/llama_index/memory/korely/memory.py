@@ -11,7 +11,7 @@ from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE, DEFAU
 from llama_index.core.prompts import RichPromptTemplate
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory.validation import MIN_BUDGET
+from korely_memory.limits import MIN_BUDGET
 
 from .block import DEFAULT_BLOCK_NAME, DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, frame_cost
 

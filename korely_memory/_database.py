@@ -1,0 +1,375 @@
+"""Connections and transactions: the one place that knows SQLite from PostgreSQL.
+
+SQLite runs in WAL mode, and every transaction that writes starts with
+``BEGIN IMMEDIATE``: a deferred transaction that reads and then writes fails
+at once with SQLITE_BUSY_SNAPSHOT whatever the busy timeout says. Python's
+sqlite3 module would issue its own BEGIN, so it is switched off and the
+engine's ``begin`` event emits the right one. SQLite writers are thereby
+serialised; on PostgreSQL, writers that must not interleave take advisory
+locks (``lock``).
+
+Every other module writes portable SQLAlchemy; what differs between the two
+databases is decided here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.util
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.pool import StaticPool
+
+R = TypeVar("R")
+
+DEFAULT_URL = "sqlite:///korely-memory.db"
+WRITE_WAIT = 5.0  # seconds a writer waits for another writer's lock
+_WRITE = "korely_write"
+_WAIT = "korely_wait"  # seconds a transaction may wait for a lock before giving way
+
+# PostgreSQL SQLSTATEs after which a write transaction is simply run again.
+_RETRY_PG = {"40001", "40P01", "23505", "55P03"}
+# Failures that mean "this lock, connection or server is busy or gone", to which the read-mark
+# step gives way: lock and statement timeouts, deadlocks, serialisation, resources (53),
+# read-only transactions, idle-in-transaction timeouts (25P03), administrator shutdown and
+# failover (57P), and lost connections (08).
+_GIVE_WAY_PG = ("55P03", "57014", "40P01", "40001", "53", "25006", "25P03", "57P", "08")
+# SQLite's primary result codes (the sqlite3 module names them from Python 3.11 on).
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL = 5, 6, 8, 10, 13
+_GIVE_WAY_SQLITE = (_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_FULL, _SQLITE_READONLY, _SQLITE_IOERR)
+# What those say, for Python 3.10, whose exceptions carry no code.
+_GIVE_WAY_SQLITE_SAYS = ("locked", "disk is full", "readonly database", "disk i/o error")
+
+
+def resolve_url(url: str | URL | None) -> URL:
+    """The URL given, else ``$KORELY_DATABASE_URL``, else ``./korely-memory.db``."""
+    if url is None:
+        url = os.environ.get("KORELY_DATABASE_URL") or DEFAULT_URL
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def is_memory_sqlite(url: URL) -> bool:
+    """Whether ``url`` names an in-memory SQLite database (one connection, nothing on disk)."""
+    return url.get_backend_name() == "sqlite" and (
+        url.database in (None, "", ":memory:") or url.query.get("mode") == "memory"
+    )
+
+
+def create(url: URL, *, write_wait: float = WRITE_WAIT) -> Engine:
+    """A SQLAlchemy engine for ``url``, set up as the memory needs it."""
+    if url.get_backend_name() == "sqlite":
+        return _create_sqlite(url, write_wait)
+    if url.get_driver_name() == "psycopg" and importlib.util.find_spec("psycopg") is None:
+        raise ModuleNotFoundError(
+            "a postgresql:// URL needs the PostgreSQL driver: "
+            "pip install 'korely-memory-engine[postgres]' (psycopg 3)",
+            name="psycopg",
+        )
+    engine = sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+    @event.listens_for(engine, "connect")
+    def _in_utc(dbapi_connection: Any, _record: Any) -> None:
+        # Times come back in UTC as the engine returns them, with no conversion per value.
+        dbapi_connection.execute("SET TIME ZONE 'UTC'")
+        dbapi_connection.commit()
+
+    return engine
+
+
+def _create_sqlite(url: URL, write_wait: float) -> Engine:
+    memory = is_memory_sqlite(url)
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
+    if memory:
+        # One connection shared by every thread, or each would see its own empty database.
+        kwargs["poolclass"] = StaticPool
+    engine = sa.create_engine(url, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if not memory:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        # Deleted text must not linger in free pages (erasure).
+        cursor.execute("PRAGMA secure_delete=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(write_wait * 1000)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        options = conn.get_execution_options()
+        if not options.get(_WRITE, False):
+            conn.exec_driver_sql("BEGIN")
+        elif options.get(_WAIT) is None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            _begin_within(conn, options[_WAIT], write_wait)
+
+    return engine
+
+
+def _begin_within(conn: Connection, wait: float, write_wait: float) -> None:
+    """BEGIN IMMEDIATE, giving up after ``wait`` seconds.
+
+    SQLite's own busy handler sleeps in growing steps and overshoots a short
+    timeout under load, so the wait is bounded here with short sleeps.
+    """
+    deadline = time.monotonic() + wait
+    conn.exec_driver_sql("PRAGMA busy_timeout=0")
+    try:
+        delay = 0.001
+        while True:
+            try:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                return
+            except OperationalError as exc:
+                if not _sqlite_busy(exc):
+                    raise
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.02)
+    finally:
+        conn.exec_driver_sql(f"PRAGMA busy_timeout={int(write_wait * 1000)}")
+
+
+# -- transactions -------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """A read-only transaction: one consistent snapshot, no locks taken.
+
+    PostgreSQL reads every statement of it from one snapshot (REPEATABLE READ),
+    as SQLite's WAL does for any transaction.
+    """
+    options = {"isolation_level": "REPEATABLE READ"} if _is_postgres(engine) else {}
+    with engine.connect().execution_options(**options) as conn, conn.begin():
+        yield conn
+
+
+@contextlib.contextmanager
+def writing(engine: Engine) -> Iterator[Connection]:
+    """One write transaction: committed whole or not at all."""
+    with engine.connect().execution_options(**{_WRITE: True}) as conn, conn.begin():
+        yield conn
+
+
+@contextlib.contextmanager
+def writing_within(engine: Engine, wait: float) -> Iterator[Connection]:
+    """A write transaction that waits at most ``wait`` seconds for a lock another one holds.
+
+    PostgreSQL runs it at READ COMMITTED, so that a statement waiting for a
+    row lock sees the row as its holder committed it.
+    """
+    options = {_WRITE: True, _WAIT: wait}
+    with engine.connect().execution_options(**options) as conn, conn.begin():
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(wait * 1000)}ms'")
+        yield conn
+
+
+def run_write(engine: Engine, work: Callable[[Connection], R], attempts: int = 8) -> R:
+    """Run ``work(conn)`` in a write transaction, again after a conflict another writer caused."""
+    for attempt in range(attempts):
+        try:
+            with writing(engine) as conn:
+                return work(conn)
+        except DBAPIError as exc:
+            if attempt + 1 == attempts or not is_retryable(exc):
+                raise
+            time.sleep(random.uniform(0, 0.005 * (2**attempt)))
+    raise AssertionError("unreachable")
+
+
+def create_schema(engine: Engine, metadata: sa.MetaData) -> None:
+    """Create the tables that are missing, safely when many processes start at once."""
+    with writing(engine) as conn:  # on SQLite, BEGIN IMMEDIATE already serialises this
+        lock(conn, "schema")
+        metadata.create_all(conn)
+
+
+# -- locks ----------------------------------------------------------------------------
+
+
+def lock(conn: Connection, *parts: str | None, shared: bool = False) -> None:
+    """Serialise the transactions that name the same ``parts`` until they end.
+
+    PostgreSQL takes a transaction-scoped advisory lock on a hash of the parts
+    (``shared``: many holders at once, none beside an exclusive one). SQLite
+    needs none: its writers run one at a time.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    conn.exec_driver_sql(f"SELECT {function}(%s)", (_lock_key(parts),))
+
+
+def lock_all(conn: Connection, keys: Sequence[Sequence[str | None]], *, shared: bool) -> None:
+    """``lock`` on each of ``keys``, in one round trip, in a fixed order (no circular waits)."""
+    if conn.dialect.name != "postgresql" or not keys:
+        return
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    ordered = sorted({_lock_key(k) for k in keys})
+    calls = ", ".join(f"{function}(%s)" for _ in ordered)
+    conn.exec_driver_sql(f"SELECT {calls}", tuple(ordered))
+
+
+def _lock_key(parts: Sequence[str | None]) -> int:
+    digest = hashlib.blake2b(
+        "\x1f".join(p or "" for p in parts).encode(), digest_size=8, person=b"korely"
+    ).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def lock_rows(select: sa.Select[Any], dialect: str, *, exclusive: bool = False) -> sa.Select[Any]:
+    """``select`` made to hold its rows until the transaction ends, where the database can.
+
+    PostgreSQL: ``FOR SHARE`` (``FOR UPDATE`` when ``exclusive``), so a writer
+    that ends or deletes such a row waits, and a statement that waits on a row
+    a writer holds sees it as the writer committed it. SQLite's writers do not
+    interleave, so it needs none.
+    """
+    if dialect != "postgresql":
+        return select
+    return select.with_for_update(read=not exclusive)
+
+
+# -- statements that differ ---------------------------------------------------------------
+
+
+def insert_ignoring_duplicates(conn: Connection, table: sa.Table) -> Any:
+    """``INSERT`` that skips rows whose primary key is already there."""
+    return insert_ignoring_duplicates_for(conn.dialect.name, table)
+
+
+@functools.cache
+def insert_ignoring_duplicates_for(dialect: str, table: sa.Table) -> Any:
+    """``insert_ignoring_duplicates`` for a dialect named ``sqlite`` or ``postgresql``."""
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).prefix_with("OR IGNORE")
+
+
+def upsert_adding(conn: Connection, table: sa.Table, keys: Sequence[str], column: str) -> Any:
+    """``INSERT`` that adds the new row's ``column`` to the existing row's when the keys clash."""
+    return _upsert_adding(conn.dialect.name, table, tuple(keys), column)
+
+
+@functools.cache
+def _upsert_adding(dialect: str, table: sa.Table, keys: tuple[str, ...], column: str) -> Any:
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    base = insert(table)
+    return base.on_conflict_do_update(
+        index_elements=[table.c[k] for k in keys],
+        set_={column: table.c[column] + base.excluded[column]},
+    )
+
+
+def dialect_name(conn_or_engine: Connection | Engine) -> str:
+    """``sqlite`` or ``postgresql``."""
+    return conn_or_engine.dialect.name
+
+
+def _is_postgres(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def _pg_code(exc: BaseException) -> str | None:
+    orig = getattr(exc, "orig", None)
+    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+
+
+def _sqlite_code(exc: BaseException) -> int | None:
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
+def _sqlite_busy(exc: BaseException) -> bool:
+    code = _sqlite_code(exc)
+    if code is not None:
+        return code in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return "locked" in str(getattr(exc, "orig", exc)).lower()
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """A conflict with another writer, after which the whole transaction may simply run again."""
+    code = _pg_code(exc)
+    if code is not None:
+        return code in _RETRY_PG
+    # SQLite writers queue on BEGIN IMMEDIATE; a unique violation there is a real bug.
+    return False
+
+
+def gives_way(exc: BaseException) -> bool:
+    """A busy lock or a lost connection, to which the mark step yields (a programming error: no)."""
+    if not isinstance(exc, DBAPIError) or isinstance(exc, IntegrityError):
+        return False
+    code = _pg_code(exc)
+    if code is not None:
+        return code.startswith(_GIVE_WAY_PG)
+    if exc.connection_invalidated:
+        return True
+    sqlite_code = _sqlite_code(exc)
+    if sqlite_code is not None:
+        return sqlite_code in _GIVE_WAY_SQLITE
+    said = str(exc.orig).lower()
+    return isinstance(exc, OperationalError) and any(s in said for s in _GIVE_WAY_SQLITE_SAYS)
+
+
+# -- making deletes physical ------------------------------------------------------------
+
+
+def checkpoint(engine: Engine, url: URL, wait: float) -> bool:
+    """Fold SQLite's write-ahead log into the file and empty it; True once it is empty.
+
+    A connection that holds an older snapshot (a backup, a long report) keeps
+    the log from being emptied; the checkpoint is tried again for up to
+    ``wait`` seconds. In-memory SQLite has no file; PostgreSQL is not touched.
+    """
+    if engine.dialect.name != "sqlite":
+        return False
+    if is_memory_sqlite(url):
+        return True
+    deadline = time.monotonic() + wait
+    delay = 0.005
+    while True:
+        with engine.connect() as conn:
+            busy, _log, _done = conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+        if not busy:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.1)
+
+
+def rewrite_tables(engine: Engine, tables: Sequence[sa.Table]) -> None:
+    """PostgreSQL: ``VACUUM FULL`` each table, so deleted rows leave its heap and index pages."""
+    if engine.dialect.name != "postgresql":
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for table in tables:
+            conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')

@@ -1,0 +1,994 @@
+"""MemoryEngine: the one entry object. It owns connections and transactions.
+
+Every write runs in one transaction (``_database.run_write``): a caller never
+sees half a change, and a failure leaves the database as it was. A read runs
+in one snapshot; a read with a reader then writes its marks in a short
+transaction of its own that gives way rather than fail the read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.exc import DBAPIError
+
+from . import (
+    _cache,
+    _database,
+    _erasure,
+    _marks,
+    _memories,
+    _read_path,
+    _review,
+    _validation,
+    _versions,
+)
+from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
+from ._identity import EndCause, Identity, Scope
+from ._ranking import Embedder, Ranking
+from ._schema import Base, facts
+from ._tokens import TokenCounter
+from ._types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
+
+P = ParamSpec("P")
+R = TypeVar("R")
+E = TypeVar("E")
+
+IsAdmin = Callable[[str, str], bool]
+Clock = Callable[[], dt.datetime]
+Moment = dt.datetime | dt.date
+MARK_WAIT = 0.2  # seconds a read waits for a lock on its marks before giving way
+OWED_READERS = 1024  # readers whose unmarked reads this process remembers
+
+
+def _twin(
+    method: Callable[Concatenate[E, P], R],
+) -> Callable[Concatenate[E, P], Coroutine[Any, Any, R]]:
+    """The async twin of a method: the same body, run in a worker thread."""
+
+    @functools.wraps(method)
+    async def twin(self: E, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = "a" + method.__name__
+    twin.__doc__ = (
+        f"Async twin of :meth:`{method.__name__}`: the same call, run in a worker thread.\n\n"
+        "Cancelling the awaiting task does not stop the call: the thread runs on, and a write\n"
+        "commits (or not) as if nothing had happened. A caller that retries after a timeout\n"
+        "should read before writing again, or rely on the writes being idempotent: recording\n"
+        "the same content under a key twice changes nothing."
+    )
+    return cast(Callable[Concatenate[E, P], Coroutine[Any, Any, R]], twin)
+
+
+def utcnow() -> dt.datetime:
+    """The system clock, in UTC."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class MemoryEngine:
+    """Durable, correctable memory for agents.
+
+    Args:
+        url: A SQLAlchemy URL. ``None`` opens ``$KORELY_DATABASE_URL``, else
+            the SQLite file ``./korely-memory.db``. A ``postgresql://`` URL
+            needs the ``postgres`` extra (psycopg 3). The schema is created on
+            first use.
+        tokenizer: Counts the tokens of a text (``token_budget`` is in these);
+            by default tiktoken's ``cl100k_base``, shipped offline.
+        embed: Ranks facts and memories by meaning instead of words: a
+            LangChain ``Embeddings``, a LlamaIndex embedding, or a function
+            from a list of texts to a list of vectors.
+        is_admin: ``is_admin(account, user) -> bool``, the application's own
+            rule for who administers an account, instead of ``grant_admin``.
+        write_wait: Seconds a writer waits for another writer's lock.
+        clock: Where the engine takes the time of what it records, in UTC;
+            by default the system clock. A version never ends before it was
+            recorded, whatever the clock says.
+
+    Example:
+        ```python
+        engine = MemoryEngine("sqlite:///memory.db")
+        who = Identity(account="acme", user="giulia", agent="support-copilot")
+        engine.remember(who, "home-city", "Giulia lives in Rome")
+        print(engine.get_context(who, "Where does Giulia live?").text)
+        ```
+    """
+
+    def __init__(
+        self,
+        url: str | URL | None = None,
+        *,
+        tokenizer: Callable[[str], int] | None = None,
+        embed: Embedder | None = None,
+        is_admin: IsAdmin | None = None,
+        write_wait: float = _database.WRITE_WAIT,
+        clock: Clock | None = None,
+    ) -> None:
+        self.url = _database.resolve_url(url)
+        self.db = _database.create(self.url, write_wait=write_wait)
+        self._write_wait = write_wait
+        self._is_admin = is_admin
+        self._now = clock or utcnow
+        self._tokens = TokenCounter(tokenizer)
+        self._ranking = Ranking(embed)
+        # Versions handed over by reads whose marks gave way, marked by the reader's next read.
+        self._owed: OrderedDict[tuple[str, str], dict[int, Fact]] = OrderedDict()
+        self._owed_lock = threading.Lock()
+        # In-memory SQLite is one connection shared by every thread: take turns on it.
+        self._serial: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if _database.is_memory_sqlite(self.url) else contextlib.nullcontext()
+        )
+        _database.create_schema(self.db, Base.metadata)
+
+    def count_tokens(self, text: str) -> int:
+        """The engine's token count of any text: what ``token_budget`` is counted in.
+
+        Args:
+            text: Any text; it is counted, not kept.
+
+        Returns:
+            The number of tokens.
+        """
+        return self._tokens.exact(text)
+
+    def _write(self, work: Callable[[Connection], R]) -> R:
+        with self._serial:
+            return _database.run_write(self.db, work)
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A read-only transaction: one consistent snapshot, no locks taken."""
+        with self._serial, _database.reading(self.db) as conn:
+            yield conn
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.db.dispose()
+
+    def __enter__(self) -> MemoryEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryEngine({self.url.render_as_string(hide_password=True)!r})"
+
+    # -- writing facts -------------------------------------------------------------
+
+    def remember(
+        self,
+        who: Identity,
+        key: str,
+        content: str,
+        *,
+        scope: Scope | str = Scope.USER,
+        valid_from: Moment | None = None,
+        source_memory_id: int | None = None,
+        max_facts: int | None = None,
+        reader: str | None = None,
+    ) -> Fact:
+        """Record ``content`` under ``key``; a true fact already there is replaced, kept in history.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            key: What the fact is about, e.g. ``home-city``; trimmed, lower-cased,
+                inner spaces to ``-``.
+            content: The fact, 1 to 2000 characters.
+            scope: ``Scope.USER``, or ``Scope.ACCOUNT`` to propose a fact that
+                reaches the whole account once an administrator confirms it.
+            valid_from: When it became true in the world (default: now).
+            source_memory_id: The memory it was read from; forgetting the memory
+                ends the fact.
+            max_facts: Refuse a new key once ``who`` holds this many facts.
+            reader: The writing agent's reader name: it is not told of its own
+                change, and the new version counts as handed to it.
+
+        Returns:
+            The fact true after the call (the same one when nothing changed).
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+            NotFound: ``source_memory_id`` is not a memory of ``who``.
+            LimitExceeded: ``max_facts`` is reached and ``key`` is new.
+        """
+        who = _validation.identity(who)
+        key = _validation.key(key)
+        content = _validation.content(content)
+        stored_scope = _validation.scope(scope).value
+        start = _validation.moment("valid_from", valid_from)
+        source = _validation.optional_count("source_memory_id", source_memory_id)
+        ceiling = _validation.optional_count("max_facts", max_facts)
+        _validation.name("reader", reader, optional=True)
+
+        def work(conn: Connection) -> Fact:
+            _versions.lock_person(conn, who.account, who.user, reader)
+            if ceiling is not None:
+                _versions.lock_ceiling(conn, who)
+            _versions.lock_key(conn, who, key)
+            if source is not None:
+                self._memory_of(conn, who, source)
+            old = _versions.own_current(conn, who, key)
+            if old is None:
+                shared = _versions.account_current(conn, who, key)
+                if shared is not None and shared.content == content:
+                    return shared
+                if ceiling is not None and _versions.count_own(conn, who) >= ceiling:
+                    raise LimitExceeded(
+                        f"already {ceiling} facts kept (max_facts); correct or forget one "
+                        f"before adding {key!r}"
+                    )
+            elif old.content == content and old.effective_scope.value == stored_scope:
+                return old
+            cause = EndCause.READ_FROM_MEMORY if source is not None else EndCause.STATED
+            return self._replace(
+                conn,
+                old,
+                who,
+                reader,
+                cause=cause,
+                valid_from=start,
+                account=who.account,
+                owner=who.user,
+                agent=who.agent,
+                key=key,
+                content=content,
+                scope=stored_scope,
+                source_memory_id=source,
+            )
+
+        return self._write(work)
+
+    def correct(
+        self,
+        who: Identity,
+        key: str,
+        content: str,
+        *,
+        valid_from: Moment | None = None,
+        reader: str | None = None,
+        admin_rights: bool = True,
+    ) -> Fact:
+        """Replace the true fact under ``key`` with ``content``; the old version stays in history.
+
+        An identity's own fact (or proposal) is corrected in place; a confirmed
+        account fact only by an administrator of the account.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            key: The key of the fact to correct.
+            content: The fact as it holds now, 1 to 2000 characters.
+            valid_from: When the new content became true in the world (default: now).
+            reader: The writing agent's reader name: it is not told of its own
+                change, and the new version counts as handed to it.
+            admin_rights: With False (as the tools call it), an administrator's
+                rights do not apply: a correction of a confirmed account fact
+                becomes a proposal that replaces it once an administrator
+                confirms it, whoever ``who`` is.
+
+        Returns:
+            The fact true after the call: the new version, or the proposal.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+            NotFound: No true fact is kept under ``key``.
+            PermissionDenied: It is a confirmed account fact and ``who`` is not
+                an administrator of the account.
+        """
+        who = _validation.identity(who)
+        key = _validation.key(key)
+        content = _validation.content(content)
+        start = _validation.moment("valid_from", valid_from)
+        _validation.name("reader", reader, optional=True)
+        rights = _validation.flag("admin_rights", admin_rights)
+
+        def work(conn: Connection) -> Fact:
+            _versions.lock_person(conn, who.account, who.user, reader)
+            _versions.lock_key(conn, who, key)
+            old = _versions.own_current(conn, who, key)
+            if old is None:
+                old = self._account_fact(conn, who, key, "correct", propose=not rights)
+                if not rights:
+                    if old.content == content:
+                        return old
+                    return self._replace(
+                        conn,
+                        None,
+                        who,
+                        reader,
+                        cause=EndCause.CORRECTED,
+                        valid_from=start,
+                        account=who.account,
+                        owner=who.user,
+                        agent=who.agent,
+                        key=key,
+                        content=content,
+                        scope=Scope.ACCOUNT_PROPOSED.value,
+                    )
+            if old.content == content:
+                return old
+            shared = old.effective_scope is Scope.ACCOUNT
+            now = self._now()
+            return self._replace(
+                conn,
+                old,
+                who,
+                reader,
+                cause=EndCause.CORRECTED,
+                valid_from=start,
+                now=now,
+                account=old.account,
+                owner=who.user if shared else old.owner,
+                agent=old.agent,
+                key=key,
+                content=content,
+                scope=old.effective_scope.value,
+                confirmed_by=who.user if shared else None,
+                confirmed_at=now if shared else None,
+            )
+
+        return self._write(work)
+
+    def forget(
+        self,
+        who: Identity,
+        key: str,
+        *,
+        at: Moment | None = None,
+        erase: bool = False,
+        reader: str | None = None,
+        admin_rights: bool = True,
+    ) -> Fact:
+        """End the true fact under ``key``.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            key: The key of the fact that no longer holds.
+            at: When it stopped being true in the world (default: now).
+            erase: Also remove the words of every version under ``key`` (the
+                person asked that it not be kept at all): history shows that
+                versions existed, not what they said, and a notice about it says
+                ``a fact that was erased``. On SQLite the deleted words leave
+                the file too; on PostgreSQL they stay in dead tuples until
+                ``scrub``.
+            reader: The writing agent's reader name: it is not told of its own
+                change.
+            admin_rights: With False (as the tools call it), a confirmed account
+                fact is never forgotten: only an administrator, through the
+                engine, may do that.
+
+        Returns:
+            The version it ended (with no words when erased).
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+            NotFound: No true fact is kept under ``key``.
+            PermissionDenied: It is a confirmed account fact and ``who`` may not end it.
+        """
+        who = _validation.identity(who)
+        key = _validation.key(key)
+        end = _validation.moment("at", at)
+        erasing = _validation.flag("erase", erase)
+        _validation.name("reader", reader, optional=True)
+        rights = _validation.flag("admin_rights", admin_rights)
+
+        def work(conn: Connection) -> Fact:
+            _versions.lock_person(conn, who.account, who.user, reader)
+            _versions.lock_key(conn, who, key)
+            old = _versions.own_current(conn, who, key) or self._account_fact(
+                conn, who, key, "forget", propose=False, rights=rights
+            )
+            now = max(self._now(), old.recorded_at)
+            _versions.end_versions(
+                conn,
+                facts.c.id == old.id,
+                cause=EndCause.ERASED if erasing else EndCause.FORGOTTEN,
+                now=now,
+                invalid_at=end or now,
+                writer=(who.account, reader) if reader else None,
+            )
+            if erasing:
+                _versions.erase_words(conn, _versions.same_key(old))
+            return self._fact(conn, old.id)
+
+        fact = self._write(work)
+        if erasing:
+            self._scrub_words()
+        return fact
+
+    def _replace(
+        self,
+        conn: Connection,
+        old: Fact | None,
+        who: Identity,
+        reader: str | None,
+        *,
+        cause: EndCause,
+        valid_from: dt.datetime | None,
+        now: dt.datetime | None = None,
+        **new: Any,
+    ) -> Fact:
+        """End ``old`` and make the new version true; the writer's reader is handed it."""
+        writer = (who.account, reader) if reader else None
+        new_id = _versions.replace(
+            conn,
+            old,
+            cause=cause,
+            now=now or self._now(),
+            valid_from=valid_from,
+            writer=writer,
+            **new,
+        )
+        fact = self._fact(conn, new_id)
+        if reader is not None:
+            _marks.hand_over(conn, who.account, reader, [fact], fact.recorded_at)
+        return fact
+
+    def _account_fact(
+        self,
+        conn: Connection,
+        who: Identity,
+        key: str,
+        verb: str,
+        *,
+        propose: bool,
+        rights: bool = True,
+    ) -> Fact:
+        """The confirmed account fact under ``key``, when ``who`` may ``verb`` it."""
+        _versions.lock_key(conn, who, key, shared=True)
+        shared = _versions.account_current(conn, who, key)
+        if shared is None:
+            raise NotFound(f"no true fact under key {key!r} to {verb}; use remember to record one")
+        if propose:
+            return shared
+        if not rights:
+            raise PermissionDenied(
+                f"{key!r} is an account fact: only an administrator may {verb} it, outside this "
+                "conversation"
+            )
+        if who.user is None or not self._admin(conn, who.account, who.user):
+            raise PermissionDenied(
+                f"{key!r} is an account fact: only an administrator may {verb} it; record the "
+                "person's own fact under the key instead, or propose a change for review"
+            )
+        return shared
+
+    # -- review of account facts ------------------------------------------------
+
+    def confirm(self, admin: Identity, fact_id: int) -> Fact:
+        """Give a proposed account fact its reach: every user of the account sees it.
+
+        Args:
+            admin: An administrator of the account (their agent does not matter).
+            fact_id: The proposal's id (``proposals`` lists them).
+
+        Returns:
+            The confirmed fact; a confirmed one is returned as it is.
+
+        Raises:
+            PermissionDenied: ``admin`` is not an administrator of the account.
+            NotFound: No fact with this id in the account.
+            NotCurrent: The proposal has ended; ``current_fact_id`` names what replaced it.
+            InvalidRequest: The fact is not a proposal.
+        """
+        return self._review(admin, fact_id, confirm=True)
+
+    def reject(self, admin: Identity, fact_id: int) -> Fact:
+        """Refuse a proposed account fact: it ends, is shown to nobody, and is kept for review.
+
+        Args:
+            admin: An administrator of the account.
+            fact_id: The proposal's id.
+
+        Returns:
+            The rejected fact.
+
+        Raises:
+            PermissionDenied: ``admin`` is not an administrator of the account.
+            NotFound: No fact with this id in the account.
+            NotCurrent: The proposal has ended.
+            InvalidRequest: The fact is not a proposal.
+        """
+        return self._review(admin, fact_id, confirm=False)
+
+    def _review(self, admin: Identity, fact_id: int, *, confirm: bool) -> Fact:
+        admin = _validation.identity(admin, "admin")
+        reviewer = admin.user
+        if reviewer is None:
+            raise PermissionDenied("a review needs an administrator: admin.user is None")
+        fid = _validation.count("fact_id", fact_id)
+
+        def work(conn: Connection) -> Fact:
+            if not self._admin(conn, admin.account, reviewer):
+                raise PermissionDenied(
+                    f"{reviewer!r} is not an administrator of account {admin.account!r}"
+                )
+            return _review.decide(
+                conn, admin.account, reviewer, fid, confirm=confirm, now=self._now()
+            )
+
+        return self._write(work)
+
+    def proposals(self, account: str, agent: str | None = None) -> list[Fact]:
+        """The review queue: account facts waiting for an administrator, oldest first.
+
+        Args:
+            account: The account.
+            agent: Only the proposals made through this agent definition.
+
+        Returns:
+            The proposals.
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("agent", agent, optional=True)
+        with self._read() as conn:
+            return _review.queue(conn, account, agent)
+
+    def grant_admin(self, account: str, user: str) -> None:
+        """Make ``user`` an administrator of ``account``.
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("user", user)
+        self._write(lambda conn: _review.grant(conn, account, user))
+
+    def revoke_admin(self, account: str, user: str) -> None:
+        """Take administration of ``account`` away from ``user``.
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("user", user)
+        self._write(lambda conn: _review.revoke(conn, account, user))
+
+    def is_admin(self, account: str, user: str) -> bool:
+        """Whether ``user`` administers ``account`` (the application's ``is_admin`` when given).
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("user", user)
+        with self._read() as conn:
+            return self._admin(conn, account, user)
+
+    def _admin(self, conn: Connection, account: str, user: str) -> bool:
+        if self._is_admin is not None:
+            return bool(self._is_admin(account, user))
+        return _review.listed(conn, account, user)
+
+    # -- reading facts ------------------------------------------------------------
+
+    def get_facts(
+        self,
+        who: Identity,
+        as_of: Moment | None = None,
+        known_as_of: Moment | None = None,
+        include_invalidated: bool = False,
+        reader: str | None = None,
+    ) -> list[Fact]:
+        """The facts ``who`` sees, newest first.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            as_of: What was true in the world then.
+            known_as_of: What the store knew then.
+            include_invalidated: Every version, ended ones too (versions whose
+                words were removed have none).
+            reader: Mark the facts returned as handed to this reader, so that it
+                is told when they change (a read of what is true now only).
+
+        Returns:
+            The facts, most recently recorded first.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+        """
+        who = _validation.identity(who)
+        at = _validation.moment("as_of", as_of)
+        known = _validation.moment("known_as_of", known_as_of)
+        _validation.name("reader", reader, optional=True)
+        everything = _validation.flag("include_invalidated", include_invalidated)
+        with self._read() as conn:
+            if everything:
+                found = _versions.every_version(conn, who)
+            elif at is None and known is None:
+                found = _versions.visible(conn, who)
+            else:
+                found = _versions.as_of(
+                    _versions.every_version(conn, who), at=at, known=known, who=who
+                )
+            found.sort(key=lambda f: (f.recorded_at, f.id), reverse=True)
+            marking = reader is not None and at is None and known is None and not everything
+            last = (
+                _marks.last_reads(conn, who.account, reader, [f.id for f in found])
+                if marking and reader is not None
+                else {}
+            )
+        if marking and reader is not None:
+            self._write_marks(who, reader, found, [], last, self._now(), None)
+        return found
+
+    def history(self, who: Identity, key: str) -> list[Fact]:
+        """Every version of ``key`` that ``who`` may see, oldest first.
+
+        Versions whose words were removed (forgotten with ``erase=True``, or read
+        from a forgotten memory) are listed with no words.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+        """
+        who = _validation.identity(who)
+        key = _validation.key(key)
+        with self._read() as conn:
+            return _versions.every_version(conn, who, key)
+
+    # -- the context block --------------------------------------------------------
+
+    def get_context(
+        self,
+        who: Identity,
+        query: str | None = None,
+        *,
+        reader: str | None = None,
+        token_budget: int = _validation.DEFAULT_BUDGET,
+        changes: str | Sequence[str] | None = None,
+        as_of: Moment | None = None,
+        known_as_of: Moment | None = None,
+        hold: bool | float | dt.timedelta | None = None,
+    ) -> ContextBlock:
+        """The block an agent reads at the start of a conversation, fitted to ``token_budget``.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            query: What the conversation is about (the latest user message):
+                facts and memories are chosen by relevance to it.
+            reader: The reading agent's own name. The facts handed over are
+                marked, and a block tells, once, the facts this reader was
+                handed that have changed since.
+            token_budget: The most tokens the block may take (50 to 8000).
+            changes: Which kinds of change to tell: None (every kind for a
+                person's memory; for memory with no end user, only ``corrected``,
+                ``forgotten``, ``stated`` and ``erased``), ``"all"``, or a list of
+                end causes.
+            as_of: The block as it was true in the world then (nothing is marked).
+            known_as_of: The block as the store knew it then (nothing is marked).
+            hold: Hold the changes the block shows instead of spending them:
+                True (10 minutes), seconds, or a ``timedelta``. No other read of
+                this reader shows them meanwhile; ``acknowledge(block.receipt)``
+                spends them; once the hold runs out unacknowledged, the next read
+                tells them again.
+
+        Returns:
+            The block. ``block.text`` goes into the prompt.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule (a budget the stable note
+                does not fit in, with a tokenizer of yours, among them).
+        """
+        request = _read_path.ReadRequest.of(
+            who,
+            query,
+            reader=reader,
+            token_budget=token_budget,
+            changes=changes,
+            as_of=as_of,
+            known_as_of=known_as_of,
+            hold=hold,
+            default_hold=_validation.DEFAULT_HOLD,
+        )
+        now = self._now()
+        held = _read_path.new_hold(request, now)
+        token = held.token if held else None
+        owed = self._owed_to(request.who.account, request.reader) if request.marking else []
+        with self._read() as conn:
+            gathered = _read_path.gather(conn, request, self._ranking, self._tokens, now, owed)
+            block = _read_path.draft(gathered, request, self._ranking, self._tokens, token=token)
+            if not request.marking:
+                return block
+            assert request.reader is not None
+            last = _marks.last_reads(
+                conn, request.who.account, request.reader, [f.id for f in block.facts]
+            )
+
+        def redraw(told: Sequence[Change], more: int | None) -> ContextBlock:
+            return _read_path.draft(
+                gathered,
+                request,
+                self._ranking,
+                self._tokens,
+                changes=told,
+                changed_more=more,
+                token=token,
+            )
+
+        claims = gathered.pending.marks_settled_by(block.changed)
+        claimed = self._write_marks(
+            request.who, request.reader, block.facts, claims, last, now, held
+        )
+        return _read_path.settle(block, gathered, claimed, redraw)
+
+    def acknowledge(self, receipt: str) -> int:
+        """Spend the changes a held block showed: the model has them.
+
+        A receipt acknowledged twice, or after its hold ran out and another read
+        took the changes, spends nothing and is no error.
+
+        Args:
+            receipt: ``block.receipt`` of a block read with ``hold=``.
+
+        Returns:
+            How many marks it spent (0 when there was nothing left to spend).
+
+        Raises:
+            InvalidRequest: ``receipt`` is not a receipt a block carried.
+        """
+        token, ids = _read_path.parse_receipt(receipt)
+        return self._write(lambda conn: _marks.acknowledge(conn, token, ids, self._now()))
+
+    def _write_marks(
+        self,
+        who: Identity,
+        reader: str,
+        shown: Sequence[Fact],
+        claims: Sequence[int],
+        last_reads: dict[int, dt.datetime],
+        now: dt.datetime,
+        hold: _marks.Hold | None,
+    ) -> set[int] | None:
+        """Write a read's marks and claims; returns the marks claimed, None when it gave way.
+
+        It waits at most ``MARK_WAIT`` for a lock another transaction holds, and
+        gives way to that and to a lost connection, never failing the read.
+        Versions a read that gave way handed over are owed marks, written by
+        the reader's next read in this process.
+        """
+        slot = (who.account, reader)
+        owed = self._owed_to(who.account, reader)
+        work = _read_path.mark_work(shown, claims, last_reads, owed, now, hold)
+        if not work:
+            return set()
+        try:
+            with self._serial, _database.writing_within(self.db, MARK_WAIT) as conn:
+                _versions.lock_person(conn, who.account, who.user, reader)
+                _marks.hand_over(conn, who.account, reader, work.hand_over, now)
+                _marks.refresh(conn, who.account, reader, work.refresh, now)
+                claimed = _marks.claim(conn, who.account, reader, work.claim, now, work.hold)
+        except DBAPIError as exc:
+            if not _database.gives_way(exc):
+                raise
+            self._owe(slot, [*owed, *shown])
+            return None
+        if owed:
+            with self._owed_lock:
+                self._owed.pop(slot, None)
+        return claimed
+
+    def _owed_to(self, account: str, reader: str | None) -> list[Fact]:
+        """Versions this reader was handed by reads that gave way, still to be marked."""
+        with self._owed_lock:
+            return list(self._owed.get((account, reader or ""), {}).values())
+
+    def _owe(self, slot: tuple[str, str], handed: Sequence[Fact]) -> None:
+        with self._owed_lock:
+            kept = self._owed.setdefault(slot, {})
+            kept.update((f.id, f) for f in handed)
+            self._owed.move_to_end(slot)
+            while len(self._owed) > OWED_READERS:
+                self._owed.popitem(last=False)
+
+    # -- memories -----------------------------------------------------------------
+
+    def add_memory(self, who: Identity, content: str) -> Memory:
+        """Keep free text (a conversation excerpt, a note) for recall.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            content: Up to 16,000 characters.
+
+        Returns:
+            The memory kept.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+        """
+        who = _validation.identity(who)
+        body = _validation.content(content, limit=_validation.MAX_MEMORY)
+
+        def work(conn: Connection) -> Memory:
+            _versions.lock_person(conn, who.account, who.user)
+            return _memories.add(conn, who, body, self._now())
+
+        return self._write(work)
+
+    def forget_memory(self, who: Identity, memory_id: int) -> Memory:
+        """Delete a memory; end the personal facts read from it and remove their words.
+
+        Confirmed account facts read from it stay (they are the account's); they
+        only lose their link to it.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            memory_id: The memory's id.
+
+        Returns:
+            The memory deleted.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+            NotFound: ``who`` has no memory with this id.
+        """
+        who = _validation.identity(who)
+        mid = _validation.count("memory_id", memory_id)
+
+        def work(conn: Connection) -> Memory:
+            _versions.lock_person(conn, who.account, who.user)
+            memory = self._memory_of(conn, who, mid, exclusive=True)
+            _memories.forget(conn, memory, self._now())
+            return memory
+
+        memory = self._write(work)
+        self._scrub_words()
+        return memory
+
+    def search_memories(self, who: Identity, query: str, *, limit: int = 5) -> list[Memory]:
+        """The memories most relevant to ``query``, best first.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            query: What to look for.
+            limit: The most memories returned.
+
+        Returns:
+            The memories.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+        """
+        who = _validation.identity(who)
+        text = _validation.query(query) or ""
+        top = _validation.count("limit", limit)
+        with self._read() as conn:
+            kept = _memories.recent(conn, who)
+        return self._ranking.memories(text, kept)[:top]
+
+    def _memory_of(
+        self, conn: Connection, who: Identity, memory_id: int, *, exclusive: bool = False
+    ) -> Memory:
+        memory = _memories.get(conn, who, memory_id, exclusive=exclusive)
+        if memory is None:
+            raise NotFound(f"no memory {memory_id} for this identity")
+        return memory
+
+    # -- erasure and upkeep -----------------------------------------------------------
+
+    def erase_user(self, account: str, user: str) -> ErasureReport:
+        """Delete everything about ``user`` in ``account``, at once and for every reader.
+
+        Every fact, version, memory and mark about them, and every mark read
+        under a reader of that name, go in one transaction that no write about
+        them can interleave with. Confirmed account facts they stated stay, with
+        their name replaced by a pseudonym.
+
+        On SQLite the deleted words leave the file too (``report.scrubbed`` says
+        whether the write-ahead log could be emptied: a connection holding an
+        older snapshot keeps it; run ``scrub`` once it is gone). On PostgreSQL
+        the rows are deleted for every reader at once, but their bytes stay in
+        dead tuples, index pages, WAL and backups until ``scrub`` (``VACUUM
+        FULL``) rewrites the tables.
+
+        Args:
+            account: The account.
+            user: The person.
+
+        Returns:
+            What was removed, by kind.
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("user", user)
+        report = self._write(lambda conn: _erasure.erase(conn, account, user, self._now()))
+        return dataclasses.replace(report, scrubbed=self._scrub_words())
+
+    def scrub(self) -> bool:
+        """Make deleted words physically gone from the memory's own tables.
+
+        SQLite: fold the write-ahead log into the file and empty it (deleted
+        pages are already zeroed). PostgreSQL: ``VACUUM FULL`` each of the
+        memory's tables, which rewrites it without dead rows and locks it
+        meanwhile; WAL segments and backups taken before still hold what they
+        held.
+
+        Returns:
+            True when nothing deleted is left in the tables' files.
+        """
+        if self.db.dialect.name == "postgresql":
+            _database.rewrite_tables(self.db, list(Base.metadata.sorted_tables))
+            return True
+        with self._serial:
+            return _database.checkpoint(self.db, self.url, self._write_wait)
+
+    def _scrub_words(self) -> bool:
+        """After words were deleted: drop them from this process's caches, and from SQLite's log."""
+        _cache.forget_all()
+        with self._serial:
+            return _database.checkpoint(self.db, self.url, self._write_wait)
+
+    def delete_reader(self, account: str, reader: str) -> int:
+        """Delete every read mark kept for ``reader`` in ``account``.
+
+        Returns:
+            How many marks were deleted.
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("reader", reader)
+        return self._write(lambda conn: _marks.delete_reader(conn, account, reader))
+
+    def trim(self, now: Moment | None = None) -> TrimReport:
+        """Remove marks 90 days after their last read, and marks whose change was told.
+
+        Schedule it: hourly is plenty (a cron job, a systemd timer, or a loop
+        in your application).
+
+        Args:
+            now: The moment to trim as of (default: now).
+
+        Returns:
+            What was removed.
+
+        Raises:
+            InvalidRequest: ``now`` is within 90 days of year 1.
+        """
+        moment = _validation.moment("now", now) or self._now()
+        if moment - dt.datetime.min.replace(tzinfo=dt.timezone.utc) < _marks.LIFETIME:
+            raise InvalidRequest(
+                "now", f"must be at least {_marks.LIFETIME.days} days after year 1"
+            )
+        return self._write(lambda conn: _erasure.trim(conn, moment))
+
+    def _fact(self, conn: Connection, fact_id: int) -> Fact:
+        fact = _versions.by_id(conn, fact_id)
+        assert fact is not None
+        return fact
+
+    aremember = _twin(remember)
+    acorrect = _twin(correct)
+    aforget = _twin(forget)
+    aconfirm = _twin(confirm)
+    areject = _twin(reject)
+    aproposals = _twin(proposals)
+    agrant_admin = _twin(grant_admin)
+    arevoke_admin = _twin(revoke_admin)
+    ais_admin = _twin(is_admin)
+    aget_facts = _twin(get_facts)
+    ahistory = _twin(history)
+    aget_context = _twin(get_context)
+    aacknowledge = _twin(acknowledge)
+    aadd_memory = _twin(add_memory)
+    aforget_memory = _twin(forget_memory)
+    asearch_memories = _twin(search_memories)
+    aerase_user = _twin(erase_user)
+    ascrub = _twin(scrub)
+    adelete_reader = _twin(delete_reader)
+    atrim = _twin(trim)

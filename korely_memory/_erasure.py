@@ -1,0 +1,71 @@
+"""Erasing a person: every fact, version, memory and mark about them, in one transaction.
+
+The transaction holds the person's lock alone (``lock_person``), so no write
+about them commits while it runs. Confirmed account facts they stated are the
+account's and stay, with the person's name replaced by a pseudonym. A row in
+``korely_erasures`` records that an erasure happened, naming the person only
+by that pseudonym.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from . import _marks, _versions, _word_index
+from ._schema import account_row, admins, erasures, facts, memories, personal_row
+from ._types import ErasureReport, TrimReport
+
+_PERSONAL = sa.text(personal_row("korely_facts"))
+_ACCOUNT = sa.text(account_row("korely_facts"))
+
+
+def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> ErasureReport:
+    """Delete everything about ``user`` in ``account``; their confirmed account facts stay."""
+    _versions.lock_person(conn, account, user, erasing=True)
+    pseudonym = f"erased-{secrets.token_hex(8)}"
+    theirs = sa.and_(facts.c.account == account, facts.c.owner_key == user)
+    personal = sa.select(facts.c.id).where(theirs, _PERSONAL)
+    their_memories = sa.select(memories.c.id).where(
+        memories.c.account == account, memories.c.owner_key == user
+    )
+
+    n_marks = _marks.delete_for_person(conn, account, user, personal)
+    # Account facts may point into the versions about to go.
+    conn.execute(
+        facts.update().where(facts.c.replaced_by_id.in_(personal)).values(replaced_by_id=None)
+    )
+    _word_index.erased(conn, account, user)
+    n_facts = conn.execute(facts.delete().where(theirs, _PERSONAL)).rowcount
+    n_memories = conn.execute(
+        memories.delete().where(memories.c.id.in_(their_memories.scalar_subquery()))
+    ).rowcount
+    kept = conn.execute(
+        facts.update().where(theirs, _ACCOUNT).values(owner=pseudonym, owner_key=pseudonym)
+    ).rowcount
+    conn.execute(
+        facts.update()
+        .where(facts.c.account == account, facts.c.confirmed_by == user)
+        .values(confirmed_by=pseudonym)
+    )
+    n_admin = conn.execute(
+        admins.delete().where(admins.c.account == account, admins.c.user == user)
+    ).rowcount
+    conn.execute(erasures.insert().values(account=account, pseudonym=pseudonym, erased_at=now))
+    return ErasureReport(
+        pseudonym=pseudonym,
+        facts=n_facts,
+        memories=n_memories,
+        marks=n_marks,
+        admin_grants=n_admin,
+        account_facts_kept=kept,
+    )
+
+
+def trim(conn: Connection, now: dt.datetime) -> TrimReport:
+    """Marks go 90 days after their last read, and once the change they waited for was told."""
+    expired, told = _marks.trim(conn, now)
+    return TrimReport(marks_expired=expired, marks_told=told)

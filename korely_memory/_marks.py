@@ -1,0 +1,277 @@
+"""Read marks: the one module that writes ``korely_marks``.
+
+A mark says that one reader was handed one fact version. When that version
+ends, its marks are stamped ``ended_at`` in the same transaction; the reader's
+next block tells the change and spends the mark (``told_at``), or holds it
+for a while (``hold_token``, ``held_until``) until the read is acknowledged.
+
+A mark is written after the block it belongs to was read from a snapshot, so
+the version may have ended in between: ``hand_over`` takes the mark's end
+from the fact row itself, in the statement that inserts it, and on
+PostgreSQL holds that row (``FOR SHARE``) so that a writer ending it waits for
+the mark to be committed and then stamps it. Either way the change is told.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from . import _database
+from ._identity import Identity, Scope
+from ._schema import facts, marks
+from ._types import Fact
+
+LOOK_AT = 200  # pending changes read for one block
+LIFETIME = dt.timedelta(days=90)  # a mark goes this long after its last read
+
+
+def hour(moment: dt.datetime) -> dt.datetime:
+    """Last-read times are kept to the hour, so a steady read has nothing to write."""
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def subject_of(fact: Fact) -> str:
+    """The user a fact is about, '' for account facts and agent-team memory."""
+    return "" if fact.effective_scope is Scope.ACCOUNT else (fact.owner or "")
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A read's hold on the changes it shows: its token, and until when it keeps them."""
+
+    token: str
+    until: dt.datetime
+
+
+# -- reading marks (in the read's snapshot, no locks) ----------------------------------
+
+
+_PENDING = (
+    sa.select(facts)
+    .join(marks, marks.c.fact_id == facts.c.id)
+    .where(
+        marks.c.account == sa.bindparam("account"),
+        marks.c.reader == sa.bindparam("reader"),
+        marks.c.subject.in_(sa.bindparam("subjects", expanding=True)),
+        # As in the partial index ix_korely_marks_pending.
+        sa.text("korely_marks.ended_at IS NOT NULL AND korely_marks.told_at IS NULL"),
+        sa.or_(marks.c.held_until.is_(None), marks.c.held_until <= sa.bindparam("now")),
+    )
+    .order_by(marks.c.ended_at.desc(), facts.c.id.desc())
+    .limit(LOOK_AT)
+)
+
+
+def pending(conn: Connection, who: Identity, reader: str, now: dt.datetime) -> list[Fact]:
+    """Versions ``reader`` was handed, about this block's user or about no user, that ended since.
+
+    Changes another read holds are left out until their hold runs out.
+    """
+    subjects = sorted({who.user or "", ""})
+    rows = conn.execute(
+        _PENDING, {"account": who.account, "reader": reader, "subjects": subjects, "now": now}
+    ).all()
+    return [Fact.from_row(r) for r in rows]
+
+
+_LAST_READ = sa.select(marks.c.fact_id, marks.c.last_read_at).where(
+    marks.c.account == sa.bindparam("account"),
+    marks.c.reader == sa.bindparam("reader"),
+    marks.c.fact_id.in_(sa.bindparam("ids", expanding=True)),
+)
+
+
+def last_reads(
+    conn: Connection, account: str, reader: str, fact_ids: Iterable[int]
+) -> dict[int, dt.datetime]:
+    """When ``reader`` last read each of these versions, for those it has a mark of."""
+    ids = sorted(set(fact_ids))
+    if not ids:
+        return {}
+    rows = conn.execute(_LAST_READ, {"account": account, "reader": reader, "ids": ids})
+    return dict(rows.all())
+
+
+# -- writing marks (in a short transaction of their own, or in a writer's) -------------
+
+
+@functools.cache
+def _hand_over_statement(dialect: str) -> sa.Insert:
+    source = sa.select(
+        sa.bindparam("account", type_=marks.c.account.type),
+        sa.bindparam("reader", type_=marks.c.reader.type),
+        facts.c.id,
+        sa.bindparam("subject", type_=marks.c.subject.type),
+        sa.bindparam("first", type_=marks.c.first_read_at.type),
+        sa.bindparam("last", type_=marks.c.last_read_at.type),
+        facts.c.ended_recorded_at,
+    ).where(facts.c.id == sa.bindparam("id"))
+    source = _database.lock_rows(source, dialect)
+    insert: sa.Insert = _database.insert_ignoring_duplicates_for(dialect, marks)
+    return insert.from_select(
+        ["account", "reader", "fact_id", "subject", "first_read_at", "last_read_at", "ended_at"],
+        source,
+    )
+
+
+def hand_over(
+    conn: Connection, account: str, reader: str, handed: Sequence[Fact], now: dt.datetime
+) -> None:
+    """Mark ``handed`` as read by ``reader``, unless marked already.
+
+    A version that ended since it was read (or was erased) is marked as ended
+    (or not at all), from its row, in the same statement.
+    """
+    if not handed:
+        return
+    statement = _hand_over_statement(conn.dialect.name)
+    rows = {
+        f.id: {
+            "account": account,
+            "reader": reader,
+            "id": f.id,
+            "subject": subject_of(f),
+            "first": now,
+            "last": hour(now),
+        }
+        for f in handed
+    }
+    conn.execute(statement, [rows[i] for i in sorted(rows)])  # in id order: no circular waits
+
+
+def refresh(
+    conn: Connection, account: str, reader: str, fact_ids: Sequence[int], now: dt.datetime
+) -> None:
+    """Move the last-read time of these marks to this hour (the 90-day clock starts again)."""
+    if not fact_ids:
+        return
+    conn.execute(
+        marks.update()
+        .where(
+            marks.c.account == account,
+            marks.c.reader == reader,
+            marks.c.fact_id.in_(sorted(fact_ids)),
+        )
+        .values(last_read_at=hour(now))
+    )
+
+
+def claim(
+    conn: Connection,
+    account: str,
+    reader: str,
+    fact_ids: Sequence[int],
+    now: dt.datetime,
+    hold: Hold | None = None,
+) -> set[int]:
+    """Take these pending marks for one read; returns those it got.
+
+    A compare-and-set: a mark already told, or held by another read whose hold
+    has not run out, is not taken, so two reads never both tell one change.
+    With ``hold``, the marks are held instead of spent.
+    """
+    if not fact_ids:
+        return set()
+    values = (
+        {"told_at": now} if hold is None else {"hold_token": hold.token, "held_until": hold.until}
+    )
+    rows = conn.execute(
+        marks.update()
+        .where(
+            marks.c.account == account,
+            marks.c.reader == reader,
+            marks.c.fact_id.in_(sorted(fact_ids)),
+            marks.c.told_at.is_(None),
+            sa.or_(marks.c.held_until.is_(None), marks.c.held_until <= now),
+        )
+        .values(**values)
+        .returning(marks.c.fact_id)
+    )
+    return {r[0] for r in rows}
+
+
+def acknowledge(conn: Connection, token: str, fact_ids: Sequence[int], now: dt.datetime) -> int:
+    """Spend the marks a read held under ``token``; returns how many were still held by it."""
+    if not fact_ids:
+        return 0
+    return conn.execute(
+        marks.update()
+        .where(
+            marks.c.hold_token == token,
+            marks.c.fact_id.in_(sorted(fact_ids)),
+            marks.c.told_at.is_(None),
+        )
+        .values(told_at=now, hold_token=None, held_until=None)
+    ).rowcount
+
+
+def versions_ended(
+    conn: Connection,
+    fact_ids: Sequence[int],
+    now: dt.datetime,
+    writer: tuple[str, str] | None = None,
+) -> None:
+    """These versions ended: every reader handed one has a change to be told.
+
+    ``writer`` (account, reader) is the reader that made the change: it is not
+    told its own change.
+    """
+    if not fact_ids:
+        return
+    ids = sorted(fact_ids)
+    conn.execute(
+        marks.update()
+        .where(marks.c.fact_id.in_(ids), marks.c.ended_at.is_(None))
+        .values(ended_at=now)
+    )
+    if writer is not None:
+        account, reader = writer
+        conn.execute(
+            marks.update()
+            .where(
+                marks.c.account == account,
+                marks.c.reader == reader,
+                marks.c.fact_id.in_(ids),
+                marks.c.told_at.is_(None),
+            )
+            .values(told_at=now, hold_token=None, held_until=None)
+        )
+
+
+# -- deleting marks ---------------------------------------------------------------------
+
+
+def delete_for_person(
+    conn: Connection, account: str, user: str, their_versions: sa.Select[tuple[int]]
+) -> int:
+    """Every mark about ``user``, read under a reader of that name, or of one of their versions."""
+    return conn.execute(
+        marks.delete().where(
+            marks.c.account == account,
+            sa.or_(
+                marks.c.subject == user,
+                marks.c.reader == user,
+                marks.c.fact_id.in_(their_versions),
+            ),
+        )
+    ).rowcount
+
+
+def delete_reader(conn: Connection, account: str, reader: str) -> int:
+    """Every mark kept for ``reader`` in ``account``."""
+    return conn.execute(
+        marks.delete().where(marks.c.account == account, marks.c.reader == reader)
+    ).rowcount
+
+
+def trim(conn: Connection, now: dt.datetime) -> tuple[int, int]:
+    """Marks whose change was told, and marks unread for ``LIFETIME``: (expired, told)."""
+    told = conn.execute(marks.delete().where(marks.c.told_at.is_not(None))).rowcount
+    expired = conn.execute(marks.delete().where(marks.c.last_read_at < now - LIFETIME)).rowcount
+    return expired, told

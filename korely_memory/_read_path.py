@@ -1,0 +1,275 @@
+"""The decisions of a read: what to choose from, what to render, what to mark and claim.
+
+``MemoryEngine.get_context`` owns the transactions and calls these steps in
+order; each step here only decides:
+
+1. ``ReadRequest.of``: the arguments, checked.
+2. ``gather`` (in the read's snapshot, no locks): the candidate facts, the
+   memories worth showing, and the reader's pending changes.
+3. ``draft``: the block as it would be if every change it shows is told.
+4. ``mark_work`` (from marks read in the same snapshot): what the read must
+   write; nothing for a steady read.
+5. The engine writes that in a short transaction of its own, which may give
+   way to a busy lock; ``settle`` then returns the block as it really is:
+   without the changes another read took, or without any when it gave way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Connection
+
+from . import _candidates, _changes, _marks, _memories, _render, _validation, _versions
+from ._errors import InvalidRequest
+from ._identity import Identity
+from ._ranking import Ranking
+from ._tokens import TokenCounter
+from ._types import Change, ContextBlock, Fact, Memory
+
+RECEIPT_SEPARATOR = ":"
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """A read's arguments, checked."""
+
+    who: Identity
+    query: str | None
+    reader: str | None
+    budget: int
+    kinds: frozenset[str] | None
+    at: dt.datetime | None
+    known: dt.datetime | None
+    hold: dt.timedelta | None
+
+    @classmethod
+    def of(
+        cls,
+        who: object,
+        query: object,
+        *,
+        reader: object,
+        token_budget: object,
+        changes: object,
+        as_of: object,
+        known_as_of: object,
+        hold: object,
+        default_hold: dt.timedelta,
+    ) -> ReadRequest:
+        """The request, or ``InvalidRequest`` naming the first argument that breaks a rule."""
+        return cls(
+            who=_validation.identity(who),
+            query=_validation.query(query),
+            reader=_validation.name("reader", reader, optional=True),
+            budget=_validation.token_budget(token_budget),
+            kinds=_validation.changes(changes),
+            at=_validation.moment("as_of", as_of),
+            known=_validation.moment("known_as_of", known_as_of),
+            hold=_validation.hold(hold, default_hold),
+        )
+
+    @property
+    def of_the_past(self) -> bool:
+        """A read of what was true, or known, at another moment: nothing is marked or told."""
+        return self.at is not None or self.known is not None
+
+    @property
+    def marking(self) -> bool:
+        """Whether this read keeps marks and tells changes."""
+        return self.reader is not None and not self.of_the_past
+
+
+@dataclass
+class Gathered:
+    """What a read took from its snapshot."""
+
+    facts: list[Fact]
+    """Candidate facts, newest first."""
+    total: int | None
+    """How many true facts there are, when ``facts`` is a short list chosen from more."""
+    memories: list[Memory]
+    """Memories worth showing, most relevant first."""
+    pending: _changes.PendingChanges = field(default_factory=_changes.PendingChanges)
+    """The reader's pending changes."""
+
+
+def gather(
+    conn: Connection,
+    request: ReadRequest,
+    ranking: Ranking,
+    count: TokenCounter,
+    now: dt.datetime,
+    owed: Sequence[Fact] = (),
+) -> Gathered:
+    """Read the candidates of a block from one snapshot.
+
+    ``owed``: versions an earlier read of this reader handed over but could not
+    mark; those about this block's user that have ended since are told as if
+    they had been marked.
+    """
+    who = request.who
+    if request.of_the_past:
+        found = _versions.as_of(
+            _versions.every_version(conn, who), at=request.at, known=request.known, who=who
+        )
+        found = [f for f in found if not f.erased]
+        found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
+        until = min(t for t in (request.at, request.known) if t is not None)
+        kept = [m for m in _memories.recent(conn, who) if m.created_at <= until]
+        total = None
+    else:
+        page = None if ranking.reads_every_fact else _candidates.page_size(request.budget, count)
+        chosen = _candidates.candidates(conn, who, _candidates.query_terms(request.query), page)
+        found, total = chosen.facts, chosen.total
+        kept = _memories.recent(conn, who)
+    gathered = Gathered(found, total, ranking.memories(request.query, kept))
+    if request.marking:
+        assert request.reader is not None
+        ended = _marks.pending(conn, who, request.reader, now)
+        subjects = {who.user or "", ""}
+        unmarked = [f.id for f in owed if _marks.subject_of(f) in subjects]
+        known = {f.id for f in ended}
+        ended += [
+            f for f in _versions.by_ids(conn, unmarked) if not f.is_current and f.id not in known
+        ]
+        gathered.pending = _changes.resolve(conn, who, ended, request.kinds)
+    return gathered
+
+
+def draft(
+    gathered: Gathered,
+    request: ReadRequest,
+    ranking: Ranking,
+    count: TokenCounter,
+    *,
+    changes: Sequence[Change] | None = None,
+    changed_more: int | None = 0,
+    token: str | None = None,
+) -> ContextBlock:
+    """Render the block; ``changes`` (default: every pending one) are those it may tell."""
+    query = request.query
+    told = gathered.pending.changes if changes is None else changes
+    shown_from = gathered.total if gathered.total is not None else len(gathered.facts)
+
+    def receipt_for(shown: Sequence[Change]) -> str | None:
+        if token is None:
+            return None
+        return receipt(token, gathered.pending.marks_settled_by(shown))
+
+    return _render.render(
+        facts=gathered.facts,
+        memories=gathered.memories,
+        changes=told,
+        budget=request.budget,
+        count=count,
+        changed_more=changed_more,
+        rank=(lambda fs: ranking.facts(query, fs)) if query else None,
+        waiting=bool(gathered.memories or gathered.pending.changes),
+        omitted=shown_from - len(gathered.facts),
+        receipt_for=receipt_for,
+    )
+
+
+@dataclass
+class MarkWork:
+    """What one read must write; empty for a steady read."""
+
+    hand_over: list[Fact] = field(default_factory=list)
+    """Versions handed to the reader that have no mark yet (or may not have one)."""
+    refresh: list[int] = field(default_factory=list)
+    """Marks last read before this hour."""
+    claim: list[int] = field(default_factory=list)
+    """Marks of the changes the block tells, and of versions true again."""
+    hold: _marks.Hold | None = None
+    """Hold the claimed marks instead of spending them."""
+
+    def __bool__(self) -> bool:
+        return bool(self.hand_over or self.refresh or self.claim)
+
+
+def mark_work(
+    shown: Sequence[Fact],
+    claims: Sequence[int],
+    last_reads: dict[int, dt.datetime],
+    owed: Iterable[Fact],
+    now: dt.datetime,
+    hold: _marks.Hold | None = None,
+) -> MarkWork:
+    """Decide, from the marks the snapshot holds, what a read that handed over ``shown`` and
+    tells the changes behind ``claims`` must write.
+
+    ``owed``: versions an earlier read of this reader handed over but could not
+    mark (it gave way); they are marked now, as they are now.
+    """
+    this_hour = _marks.hour(now)
+    work = MarkWork(claim=sorted(set(claims)), hold=hold)
+    for fact in shown:
+        last = last_reads.get(fact.id)
+        if last is None:
+            work.hand_over.append(fact)
+        elif last < this_hour:
+            work.refresh.append(fact.id)
+    ids = {f.id for f in shown}
+    work.hand_over += [f for f in owed if f.id not in ids]
+    return work
+
+
+def settle(
+    block: ContextBlock,
+    gathered: Gathered,
+    claimed: set[int] | None,
+    redraw: Callable[[Sequence[Change], int | None], ContextBlock],
+) -> ContextBlock:
+    """The block as the mark step left it.
+
+    ``claimed`` is None when the step gave way: the block tells nothing, and
+    says so. Otherwise a change whose marks another read took first is left
+    out, and one of which this read got only some (another read, from a newer
+    snapshot, told the rest) is told from a version it got.
+    """
+    if claimed is None:
+        return dataclasses.replace(redraw((), None), gave_way=True)
+    pending = gathered.pending
+    told: list[Change] = []
+    for change in block.changed:
+        got = [i for i in pending.marks[change.was.id] if i in claimed]
+        if not got:
+            continue
+        if change.was.id not in got:
+            change = dataclasses.replace(change, was=pending.versions[got[0]])
+            pending.marks[change.was.id] = got
+        told.append(change)
+    if told == list(block.changed):
+        return block
+    return redraw(told, len(pending.changes) - len(block.changed))
+
+
+def new_hold(request: ReadRequest, now: dt.datetime) -> _marks.Hold | None:
+    """A fresh hold for a read that asked for one."""
+    if request.hold is None or not request.marking:
+        return None
+    return _marks.Hold(secrets.token_hex(16), now + request.hold)
+
+
+def receipt(token: str, mark_ids: Iterable[int]) -> str:
+    """What ``acknowledge`` takes: the hold's token and the marks it spends."""
+    return token + RECEIPT_SEPARATOR + ",".join(str(i) for i in sorted(set(mark_ids)))
+
+
+def parse_receipt(value: object) -> tuple[str, list[int]]:
+    """A receipt's token and mark ids, or ``InvalidRequest`` naming ``receipt``."""
+    if isinstance(value, str):
+        token, separator, ids = value.partition(RECEIPT_SEPARATOR)
+        numbers = [int(i) for i in ids.split(",") if i.isdigit() and len(i) < 19]
+        if separator and _TOKEN.fullmatch(token) and numbers and len(numbers) == ids.count(",") + 1:
+            return token, numbers
+    raise InvalidRequest("receipt", "must be the receipt a block carried (block.receipt)")
+
+
+_TOKEN = re.compile(r"[0-9a-f]{32}")

@@ -1,0 +1,202 @@
+"""The values the engine returns. Plain frozen dataclasses, detached from any session."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._identity import EndCause, Scope
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One version of a fact. ``invalid_at`` is None while it holds.
+
+    ``content`` is empty for a version whose words were removed: forgotten with
+    ``erase=True``, or read from a memory that was forgotten (``erased`` says so).
+    """
+
+    id: int
+    account: str
+    owner: str | None
+    agent: str
+    key: str
+    content: str
+    scope: Scope | None
+    valid_from: dt.datetime
+    invalid_at: dt.datetime | None
+    recorded_at: dt.datetime
+    ended_recorded_at: dt.datetime | None
+    end_cause: EndCause | None
+    replaced_by_id: int | None
+    source_memory_id: int | None
+    confirmed_by: str | None
+    confirmed_at: dt.datetime | None
+    created_at: dt.datetime
+    modified_at: dt.datetime
+
+    @property
+    def effective_scope(self) -> Scope:
+        """The scope every decision uses: rows written before scopes existed read as ``user``."""
+        return self.scope if self.scope is not None else Scope.USER
+
+    @property
+    def is_current(self) -> bool:
+        """True while this version is the one the store holds for its key."""
+        return self.ended_recorded_at is None
+
+    @property
+    def erased(self) -> bool:
+        """True when this version's words were removed; it is kept only to say that it existed."""
+        return self.content == ""
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> Fact:
+        """A Fact from its fields by name, stored scope and cause as text (the dict is used up).
+
+        A block reads many rows: this skips the generated ``__init__`` and its per-field work.
+        """
+        fact = object.__new__(cls)
+        scope, cause = fields["scope"], fields["end_cause"]
+        fields["scope"] = _SCOPES[scope] if scope in _SCOPES else Scope(scope)
+        fields["end_cause"] = _CAUSES[cause] if cause in _CAUSES else EndCause(cause)
+        fact.__dict__.update(fields)
+        return fact
+
+    @classmethod
+    def from_row(cls, row: Any) -> Fact:
+        """A Fact from a database row that holds (at least) every field."""
+        m = row._mapping
+        return cls.from_fields({name: m[name] for name in FACT_FIELDS})
+
+
+_SCOPES: dict[str | None, Scope | None] = {None: None, **{s.value: s for s in Scope}}
+_CAUSES: dict[str | None, EndCause | None] = {None: None, **{c.value: c for c in EndCause}}
+FACT_FIELDS = tuple(f.name for f in dataclasses.fields(Fact))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Free text kept for recall, scoped like a user fact."""
+
+    id: int
+    account: str
+    owner: str | None
+    agent: str
+    content: str
+    created_at: dt.datetime
+
+    @classmethod
+    def from_row(cls, row: Any) -> Memory:
+        """A Memory from a database row of the memories table."""
+        m = row._mapping
+        return cls(m["id"], m["account"], m["owner"], m["agent"], m["content"], m["created_at"])
+
+
+@dataclass(frozen=True)
+class Change:
+    """A fact this reader was handed that has ended since.
+
+    ``now`` is the fact true now at the end of the chain of replacements, or
+    None when nothing this identity can see holds now. ``cause`` is why the
+    last version of the chain ended, ``day`` when the store learned it.
+    """
+
+    was: Fact
+    now: Fact | None
+    day: dt.date
+    cause: EndCause
+
+
+@dataclass(frozen=True)
+class ContextBlock:
+    """What an agent is handed at the start of a conversation.
+
+    ``text == stable + "\\n\\n" + volatile`` when both are present, and
+    ``tokens`` is the exact token count of ``text``, never above the budget.
+
+    Attributes:
+        text: The whole block, ready for a system prompt.
+        tokens: The exact count of ``text`` with the engine's tokenizer.
+        stable: The fixed note that opens every block; it never depends on the
+            query or the facts, so it can sit in a cached prompt prefix.
+        volatile: Everything after the note: changes, facts, memories.
+        facts: The facts shown, in the order shown.
+        memories: The memories shown.
+        changed: The changes shown ("Changed since you last read").
+        changed_more: How many more changes wait to be told; None when they
+            could not be counted because the read gave way.
+        omitted: True facts left out for room.
+        receipt: With ``hold=``, what ``acknowledge`` takes to spend the
+            changes shown; None when nothing is held.
+        gave_way: True when the read's mark step gave way to a busy lock or
+            a lost connection: nothing was marked or told by this read.
+    """
+
+    text: str
+    tokens: int
+    stable: str
+    volatile: str
+    facts: tuple[Fact, ...] = ()
+    memories: tuple[Memory, ...] = ()
+    changed: tuple[Change, ...] = ()
+    changed_more: int | None = 0
+    omitted: int = 0
+    receipt: str | None = None
+    gave_way: bool = False
+    _refit: Callable[[ContextBlock, int], ContextBlock] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def __str__(self) -> str:
+        return self.text
+
+    def fit(self, room: int) -> ContextBlock:
+        """This block in at most ``room`` tokens, giving up its least needed lines first.
+
+        Memories go first, then the least relevant facts, then changes; the
+        stable note always stays, so a ``room`` smaller than the note leaves
+        the note alone. The block returned
+        reports what it shows: ``omitted`` counts the facts given up too, and
+        its ``receipt`` spends only the changes it still shows. A block that
+        already fits is returned as it is.
+
+        Args:
+            room: The most tokens the block may take.
+
+        Returns:
+            The block, re-rendered to fit.
+        """
+        if self.tokens <= room or self._refit is None:
+            return self
+        return self._refit(self, room)
+
+
+@dataclass(frozen=True)
+class ErasureReport:
+    """What ``erase_user`` removed, by kind.
+
+    ``scrubbed`` says whether the deleted words are gone from the database's
+    files too: on SQLite, once the write-ahead log was folded in and emptied;
+    on PostgreSQL, never at once (deleted rows stay in dead tuples until
+    ``MemoryEngine.scrub`` or ``VACUUM FULL`` rewrites the tables).
+    """
+
+    pseudonym: str
+    facts: int = 0
+    memories: int = 0
+    marks: int = 0
+    admin_grants: int = 0
+    account_facts_kept: int = 0
+    scrubbed: bool = False
+
+
+@dataclass(frozen=True)
+class TrimReport:
+    """What ``trim`` removed."""
+
+    marks_expired: int = 0
+    marks_told: int = 0

@@ -1,0 +1,115 @@
+"""What a block finds true facts by, without reading them all: their words, and how many there are.
+
+``korely_fact_terms`` holds the words of every true fact, under the space a
+block looks in (the owner's, or ``ACCOUNT_SPACE``); ``korely_fact_counts``
+holds how many true user facts and proposals each namespace has. Both are
+written in the transaction that makes a version true or ends it, by the
+functions here, so they never disagree with ``korely_facts``. An ended version
+leaves no word behind: a forgotten memory's or an erased user's words stay
+nowhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Connection
+
+from . import _database
+from ._identity import Scope
+from ._ranking import words
+from ._schema import ACCOUNT_SPACE, fact_counts, fact_terms
+
+MAX_TERM = 64
+MAX_TERMS = 256  # words kept of one fact; a fact is at most 2,000 characters
+_ACCOUNT = Scope.ACCOUNT.value
+_INSERT_TERMS = fact_terms.insert()
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """A version as the index knows it: where it is found and counted."""
+
+    id: int
+    account: str
+    agent: str
+    owner_key: str
+    scope: str | None
+
+    @property
+    def space(self) -> str:
+        """The space its words are found in."""
+        return space_of(self.scope, self.owner_key)
+
+
+def terms_of(key: str, content: str) -> list[str]:
+    """The distinct words a fact is found by: those of its key and its content."""
+    found = dict.fromkeys(w[:MAX_TERM] for w in words(f"{key.replace('-', ' ')} {content}"))
+    return list(found)[:MAX_TERMS]
+
+
+def space_of(scope: str | None, owner_key: str) -> str:
+    """Where a version's words are found: the account's space, or its owner's."""
+    return ACCOUNT_SPACE if scope == _ACCOUNT else owner_key
+
+
+def added(conn: Connection, version: Indexed, key: str, content: str) -> None:
+    """A version became true: index its words, and count it in its namespace."""
+    rows = [
+        {
+            "account": version.account,
+            "agent": version.agent,
+            "space": version.space,
+            "term": t,
+            "fact_id": version.id,
+        }
+        for t in terms_of(key, content)
+    ]
+    if rows:
+        conn.execute(_INSERT_TERMS, rows)
+    if version.scope != _ACCOUNT:
+        add_counts(conn, {(version.account, version.agent, version.owner_key): 1})
+
+
+def ended(conn: Connection, versions: Sequence[Indexed]) -> None:
+    """Versions stopped being true: forget their words, and count them out."""
+    if not versions:
+        return
+    gone = sorted({v.id for v in versions})
+    conn.execute(fact_terms.delete().where(fact_terms.c.fact_id.in_(gone)))
+    counts: dict[tuple[str, str, str], int] = {}
+    for v in versions:
+        if v.scope != _ACCOUNT:
+            namespace = (v.account, v.agent, v.owner_key)
+            counts[namespace] = counts.get(namespace, 0) - 1
+    add_counts(conn, counts)
+
+
+def confirmed(conn: Connection, version: Indexed) -> None:
+    """A proposal became an account fact: found in the account's space, counted no more as its
+    owner's."""
+    conn.execute(
+        fact_terms.update().where(fact_terms.c.fact_id == version.id).values(space=ACCOUNT_SPACE)
+    )
+    add_counts(conn, {(version.account, version.agent, version.owner_key): -1})
+
+
+def erased(conn: Connection, account: str, user: str) -> None:
+    """Before a user's versions are deleted: every word and count kept under their name goes."""
+    conn.execute(
+        fact_terms.delete().where(fact_terms.c.account == account, fact_terms.c.space == user)
+    )
+    conn.execute(
+        fact_counts.delete().where(
+            fact_counts.c.account == account, fact_counts.c.owner_key == user
+        )
+    )
+
+
+def add_counts(conn: Connection, deltas: dict[tuple[str, str, str], int]) -> None:
+    if not deltas:
+        return
+    upsert = _database.upsert_adding(conn, fact_counts, ["account", "agent", "owner_key"], "n")
+    for (account, agent, owner_key), n in sorted(deltas.items()):
+        conn.execute(upsert, {"account": account, "agent": agent, "owner_key": owner_key, "n": n})

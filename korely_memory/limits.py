@@ -1,0 +1,127 @@
+"""The limits the engine holds every argument to, and the checks an adapter runs before a call.
+
+An adapter that takes a reader name or a budget when it is built checks it
+then, with the same rule and the same error the engine would raise later::
+
+    from korely_memory import limits
+
+    limits.check_reader("support-bot")
+    limits.check_token_budget(800)
+
+Every check raises ``InvalidRequest`` naming the field, and returns the value
+as the engine will use it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from . import _validation
+from ._identity import Identity
+from ._validation import (
+    DEFAULT_BUDGET,
+    DEFAULT_HOLD,
+    MAX_BUDGET,
+    MAX_CONTENT,
+    MAX_HOLD,
+    MAX_KEY,
+    MAX_MEMORY,
+    MAX_NAME,
+    MIN_BUDGET,
+)
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_HOLD",
+    "MAX_BUDGET",
+    "MAX_CONTENT",
+    "MAX_HOLD",
+    "MAX_KEY",
+    "MAX_MEMORY",
+    "MAX_NAME",
+    "MIN_BUDGET",
+    "check_changes",
+    "check_hold",
+    "check_identity",
+    "check_reader",
+    "check_token_budget",
+]
+
+
+def check_identity(who: Any) -> Identity:
+    """Check an identity's names; returns it as an ``Identity``.
+
+    Args:
+        who: An ``Identity``, or any object with ``account``, ``user`` and ``agent``.
+
+    Returns:
+        The identity.
+
+    Raises:
+        InvalidRequest: A name breaks the name rule; ``field`` says which.
+    """
+    return _validation.identity(who)
+
+
+def check_reader(reader: str | None) -> str | None:
+    """Check a reader name (None is allowed: a read without notices).
+
+    Args:
+        reader: The reading agent's own name.
+
+    Returns:
+        The name.
+
+    Raises:
+        InvalidRequest: The name is empty, ``.`` or ``..``, holds ``/`` or a control
+            character, or is longer than ``MAX_NAME``.
+    """
+    return _validation.name("reader", reader, optional=True)
+
+
+def check_token_budget(token_budget: int) -> int:
+    """Check a block's budget: an integer from ``MIN_BUDGET`` to ``MAX_BUDGET``.
+
+    Args:
+        token_budget: The most tokens a block may take.
+
+    Returns:
+        The budget.
+
+    Raises:
+        InvalidRequest: It is not such an integer.
+    """
+    return _validation.token_budget(token_budget)
+
+
+def check_changes(changes: str | Sequence[str] | None) -> frozenset[str] | None:
+    """Check which kinds of change a block tells.
+
+    Args:
+        changes: None (the engine's default), ``"all"``, or end causes such as
+            ``["corrected", "forgotten"]``.
+
+    Returns:
+        The causes told, or None for the default rule.
+
+    Raises:
+        InvalidRequest: A cause is not one the engine knows.
+    """
+    return _validation.changes(changes)
+
+
+def check_hold(hold: bool | float | dt.timedelta | None) -> dt.timedelta | None:
+    """Check a hold period; True means ``DEFAULT_HOLD``.
+
+    Args:
+        hold: None or False (no hold), True, seconds, or a ``timedelta`` up to ``MAX_HOLD``.
+
+    Returns:
+        The period, or None for no hold.
+
+    Raises:
+        InvalidRequest: It is none of those.
+    """
+    return _validation.hold(hold, DEFAULT_HOLD)
