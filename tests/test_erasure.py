@@ -1,0 +1,231 @@
+"""Erasure and forgetting: what leaves the database, the files, and the process, and what stays."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from korely_memory import Identity, MemoryEngine, NotFound, PermissionDenied, _cache
+from korely_memory._schema import Base
+
+GIULIA = Identity("acme", "giulia", "support-copilot")
+ADMIN = Identity("acme", "anna", "support-copilot")
+SECRET = "zqdiabetesword"
+
+
+def file_bytes(url: str) -> bytes:
+    path = Path(sa.make_url(url).database or "")
+    wal = path.with_name(path.name + "-wal")
+    return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
+# -- forgetting with erase=True --------------------------------------------------------
+
+
+def test_forget_with_erase_removes_every_version_s_words(engine: MemoryEngine) -> None:
+    engine.remember(GIULIA, "health", f"Giulia has {SECRET} type 1")
+    engine.get_context(GIULIA, reader="bot")
+    engine.correct(GIULIA, "health", f"Giulia has {SECRET} type 2")
+    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+
+    ended = engine.forget(GIULIA, "health", erase=True)
+
+    assert ended.erased and ended.end_cause == "erased"
+    history = engine.history(GIULIA, "health")
+    assert len(history) == 2 and all(v.erased and v.content == "" for v in history)
+    assert [f.key for f in engine.get_facts(GIULIA)] == ["home-city"]
+    everything = engine.get_facts(GIULIA, include_invalidated=True)
+    assert all(SECRET not in f.content for f in everything)
+    past = engine.get_facts(GIULIA, as_of=history[-1].valid_from)
+    assert all(SECRET not in f.content for f in past)
+    block = engine.get_context(GIULIA, reader="bot")
+    assert SECRET not in block.text
+    today = ended.ended_recorded_at.date().isoformat()  # type: ignore[union-attr]
+    assert f"- no longer true: a fact that was erased ({today}, erased)" in block.text
+    assert engine.get_facts(GIULIA, reader="bot")[0].content == "Giulia lives in Rome"
+
+
+def test_forget_with_erase_leaves_no_word_in_the_sqlite_file(sqlite_url: str) -> None:
+    with MemoryEngine(sqlite_url) as engine:
+        engine.remember(GIULIA, "health", f"Giulia has {SECRET}")
+        engine.get_context(GIULIA, f"{SECRET}?", reader="bot")
+        assert SECRET.encode() in file_bytes(sqlite_url)
+        engine.forget(GIULIA, "health", erase=True)
+        assert SECRET.encode() not in file_bytes(sqlite_url)
+
+
+def test_a_non_administrator_may_not_erase_an_account_fact(engine: MemoryEngine) -> None:
+    engine.grant_admin("acme", "anna")
+    proposal = engine.remember(ADMIN, "loyalty", "Acme runs a loyalty program", scope="account")
+    engine.confirm(ADMIN, proposal.id)
+    with pytest.raises(PermissionDenied):
+        engine.forget(GIULIA, "loyalty", erase=True)
+    assert engine.forget(ADMIN, "loyalty", erase=True).erased
+
+
+# -- erasure: the files ------------------------------------------------------------------
+
+
+def test_erasure_says_when_a_reader_kept_the_log_from_being_emptied(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/korely.db"
+    with MemoryEngine(url, write_wait=0.3) as engine:
+        engine.remember(GIULIA, "health", f"Giulia has {SECRET}")
+        backup = sqlite3.connect(tmp_path / "korely.db")
+        backup.execute("BEGIN")
+        backup.execute("SELECT count(*) FROM korely_facts").fetchall()  # holds a snapshot
+        try:
+            report = engine.erase_user("acme", "giulia")
+            assert report.facts == 1 and not report.scrubbed
+        finally:
+            backup.rollback()
+            backup.close()
+        assert engine.scrub()
+        assert SECRET.encode() not in file_bytes(url)
+
+
+def test_erasure_empties_the_log_at_once_when_nobody_holds_it(sqlite_url: str) -> None:
+    with MemoryEngine(sqlite_url) as engine:
+        engine.remember(GIULIA, "health", f"Giulia has {SECRET}")
+        assert engine.erase_user("acme", "giulia").scrubbed
+        assert SECRET.encode() not in file_bytes(sqlite_url)
+
+
+def test_postgresql_erasure_is_logical_until_scrubbed(postgresql_url: str) -> None:
+    """Deleted rows stay in heap and index pages until VACUUM FULL rewrites the tables."""
+    with MemoryEngine(postgresql_url) as engine:
+        engine.remember(GIULIA, "health", f"Giulia has {SECRET}")
+        engine.add_memory(GIULIA, f"Giulia spoke of {SECRET}")
+        with engine.db.connect() as conn:
+            conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
+            conn.commit()
+        report = engine.erase_user("acme", "giulia")
+        assert not report.scrubbed
+        assert pages_holding(engine, SECRET) != []  # dead tuples: logical erasure only
+        with engine.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM korely_facts")
+        assert pages_holding(engine, SECRET) != []  # a plain VACUUM leaves the bytes
+        assert engine.scrub()
+        assert pages_holding(engine, SECRET) == []
+
+
+def pages_holding(engine: MemoryEngine, needle: str) -> list[str]:
+    """Every relation of the memory (table or index) with a page whose raw bytes hold ``needle``."""
+    found = []
+    with engine.db.connect() as conn:
+        names = [t.name for t in Base.metadata.sorted_tables]
+        relations = conn.execute(
+            sa.text(
+                "SELECT c.relname, c.relpages FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i') "
+                "AND (c.relname = ANY(:names) OR c.relname LIKE 'ix_%' OR c.relname LIKE 'uq_%' "
+                "OR c.relname LIKE 'pk_%')"
+            ),
+            {"names": names},
+        ).all()
+        for relation, _ in relations:
+            blocks = conn.execute(
+                sa.text("SELECT pg_relation_size(:r) / current_setting('block_size')::int"),
+                {"r": relation},
+            ).scalar_one()
+            for block in range(blocks):
+                page = conn.execute(
+                    sa.text("SELECT public.get_raw_page(:r, :b)"), {"r": relation, "b": block}
+                ).scalar_one()
+                if needle.encode() in bytes(page):
+                    found.append(f"{relation}:{block}")
+    return found
+
+
+# -- forgetting a memory --------------------------------------------------------------
+
+
+def test_forgetting_a_memory_leaves_confirmed_account_facts_standing(engine: MemoryEngine) -> None:
+    engine.grant_admin("acme", "anna")
+    memory = engine.add_memory(GIULIA, "Giulia said the account runs a loyalty program")
+    proposal = engine.remember(
+        GIULIA,
+        "loyalty",
+        "Acme runs a loyalty program",
+        scope="account",
+        source_memory_id=memory.id,
+    )
+    engine.confirm(ADMIN, proposal.id)
+    engine.remember(GIULIA, "pet", "Giulia has a cat", source_memory_id=memory.id)
+
+    engine.forget_memory(GIULIA, memory.id)
+
+    (loyalty,) = [f for f in engine.get_facts(ADMIN) if f.key == "loyalty"]
+    assert loyalty.content == "Acme runs a loyalty program" and loyalty.is_current
+    assert loyalty.source_memory_id is None
+    assert [f.key for f in engine.get_facts(GIULIA)] == ["loyalty"]  # the cat went with it
+
+
+# -- ids are never reused ------------------------------------------------------------
+
+
+def test_ids_are_never_reused(engine: MemoryEngine) -> None:
+    first = engine.add_memory(GIULIA, "a note")
+    engine.forget_memory(GIULIA, first.id)
+    assert engine.add_memory(GIULIA, "another note").id > first.id
+
+    engine.grant_admin("acme", "anna")
+    proposal = engine.remember(GIULIA, "hours", "Open 9-17", scope="account")
+    engine.erase_user("acme", "giulia")
+    marco = Identity("acme", "marco", "support-copilot")
+    newer = engine.remember(marco, "hours", "Open 8-18", scope="account")
+    assert newer.id > proposal.id
+    with pytest.raises(NotFound):  # the erased person's proposal is gone, not another's
+        engine.confirm(ADMIN, proposal.id)
+
+
+# -- caches ----------------------------------------------------------------------------
+
+
+def test_caches_stay_within_their_bytes_with_long_memories(sqlite_url: str) -> None:
+    with MemoryEngine(sqlite_url) as engine:
+        for round_ in range(60):
+            who = Identity("acme", f"user-{round_}", "support")
+            for i in range(5):
+                engine.add_memory(who, f"round {round_} note {i} " + f"word{round_}x{i} " * 1200)
+            engine.get_context(who, f"note word{round_}x1", token_budget=8000)
+        caches = list(_cache._ALL)
+        assert caches and all(c.bytes <= c.max_bytes for c in caches)
+        assert sum(c.bytes for c in caches) <= sum(c.max_bytes for c in caches)
+        engine.erase_user("acme", "user-1")
+        assert all(len(c) == 0 for c in caches)
+
+
+# -- time ------------------------------------------------------------------------------
+
+
+def test_a_clock_that_steps_back_never_reorders_history(db_url: str) -> None:
+    moments = iter(
+        [
+            dt.datetime(2026, 11, 10, 12, tzinfo=dt.timezone.utc),
+            dt.datetime(2026, 11, 10, 11, tzinfo=dt.timezone.utc),  # the clock stepped back
+            dt.datetime(2026, 11, 10, 10, tzinfo=dt.timezone.utc),
+        ]
+    )
+    with MemoryEngine(db_url, clock=lambda: next(moments)) as engine:
+        rome = engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        milan = engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
+        ended = engine.forget(GIULIA, "home-city")
+    history = [(v.content, v.recorded_at, v.ended_recorded_at) for v in engine_history(db_url)]
+    assert [h[0] for h in history] == ["Giulia lives in Rome", "Giulia lives in Milan"]
+    for _, recorded, ended_at in history:
+        assert ended_at is not None and ended_at >= recorded
+    assert milan.recorded_at >= rome.recorded_at and ended.id == milan.id
+    with MemoryEngine(db_url) as engine:
+        for moment in (rome.recorded_at, milan.recorded_at):
+            known = engine.get_facts(GIULIA, known_as_of=moment)
+            assert len(known) <= 1
+
+
+def engine_history(url: str) -> list[object]:
+    with MemoryEngine(url) as engine:
+        return engine.history(GIULIA, "home-city")  # type: ignore[return-value]
