@@ -154,6 +154,14 @@ class ContextBlock:
     def __str__(self) -> str:
         return self.text
 
+    @staticmethod
+    def sample_text() -> str:
+        """A block as the engine writes one, ending in a fact line: for measuring what an
+        application wraps blocks in (a frame's tokens), before any block is read."""
+        from ._render import sample_text
+
+        return sample_text()
+
     def fit(self, room: int) -> ContextBlock:
         """This block in at most ``room`` tokens, giving up its least needed lines first.
 
