@@ -34,9 +34,70 @@ _VERBS = [
     "sends",
     "approves",
 ]
-_THINGS = ["invoices", "reports", "contracts", "tickets", "budgets", "orders", "forecasts", "licences", "renewals", "refunds", "dashboards", "exports", "backups", "audits", "quotes", "shipments", "payments", "credits", "meetings", "calls"]
-_MANNER = ["on paper", "by email", "every Monday", "before noon", "in Italian", "in euros", "as PDF", "monthly", "weekly", "with a summary", "from the Milan office", "for the Rome region", "after review", "without attachments", "in the shared folder", "through the portal", "on the first day", "with two approvals"]
-_TOPICS = ["billing", "region", "plan", "language", "timezone", "contact", "channel", "format", "schedule", "approval", "currency", "vendor", "office", "device", "team", "project", "printer", "login", "escalation", "holiday"]
+_THINGS = [
+    "invoices",
+    "reports",
+    "contracts",
+    "tickets",
+    "budgets",
+    "orders",
+    "forecasts",
+    "licences",
+    "renewals",
+    "refunds",
+    "dashboards",
+    "exports",
+    "backups",
+    "audits",
+    "quotes",
+    "shipments",
+    "payments",
+    "credits",
+    "meetings",
+    "calls",
+]
+_MANNER = [
+    "on paper",
+    "by email",
+    "every Monday",
+    "before noon",
+    "in Italian",
+    "in euros",
+    "as PDF",
+    "monthly",
+    "weekly",
+    "with a summary",
+    "from the Milan office",
+    "for the Rome region",
+    "after review",
+    "without attachments",
+    "in the shared folder",
+    "through the portal",
+    "on the first day",
+    "with two approvals",
+]
+_TOPICS = [
+    "billing",
+    "region",
+    "plan",
+    "language",
+    "timezone",
+    "contact",
+    "channel",
+    "format",
+    "schedule",
+    "approval",
+    "currency",
+    "vendor",
+    "office",
+    "device",
+    "team",
+    "project",
+    "printer",
+    "login",
+    "escalation",
+    "holiday",
+]
 
 
 @dataclass(frozen=True)
@@ -107,7 +168,9 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
                         "term": t,
                         "fact_id": row["id"],
                     }
-                    for t in _word_index.terms_of(str(row["key"]), str(row["content"]))
+                    for t in _word_index.terms_of(
+                        str(row["key"]), str(row["content"]), engine._words
+                    )
                 )
             next_id += len(owned)
             if len(rows) >= batch:

@@ -1,4 +1,4 @@
-"""The peers, each doing the engine's job: read one person's memories and fit them to a token budget.
+"""The peers, each doing the engine's job: read one person's memories, fit them to a token budget.
 
 LangGraph's stores keep items under a namespace; the job is ``search`` on the
 person's namespace, then rank by the query (the engine's own BM25), fit lines
@@ -16,19 +16,21 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from korely_memory._ranking import bm25
+from korely_memory._ranking import Lexical, findable
 from korely_memory._tokens import TokenCounter
+from korely_memory._words import Words
 
 from .data import SINCE, Item
 
 NAMESPACE = ("acme", "giulia", "support-copilot")
+_BM25 = Lexical(Words())  # the same relevance as the engine's: the peers differ in storage only
 HEADER = "## Known facts"
 
 
 def render(values: list[dict[str, str]], query: str, budget: int, count: TokenCounter) -> str:
     """Rank by the query, keep what fits, render one line per fact."""
     lines = [f"- {v['key']}: {v['content']} (since {v['since']})" for v in values]
-    scores = bm25(query, [f"{v['key'].replace('-', ' ')} {v['content']}" for v in values])
+    scores = _BM25.scores(query, [findable(v["key"], v["content"]) for v in values])
     used = count(HEADER + "\n")
     kept = []
     for i in sorted(range(len(lines)), key=lambda i: -scores[i]):

@@ -24,7 +24,6 @@ from sqlalchemy.engine import Connection, Dialect
 
 from . import _versions
 from ._identity import Identity
-from ._ranking import words
 from ._render import shortest_fact_line
 from ._schema import (
     ACCOUNT_SPACE,
@@ -39,6 +38,7 @@ from ._schema import (
 )
 from ._tokens import TokenCounter
 from ._types import Fact
+from ._words import Words
 
 MAX_QUERY_TERMS = 12  # words of a query looked up in the index
 PER_TERM = 100  # postings read per word and space, newest first
@@ -64,12 +64,11 @@ def page_size(budget: int, count: TokenCounter) -> int:
     return budget // shortest + 1
 
 
-def query_terms(query: str | None) -> list[str]:
+def query_terms(query: str | None, words: Words) -> list[str]:
     """The query's distinct words, longest (most telling) first."""
     if not query:
         return []
-    found = sorted(dict.fromkeys(w[:64] for w in words(query)), key=lambda w: (-len(w), w))
-    return found[:MAX_QUERY_TERMS]
+    return sorted(words.distinct(query), key=lambda w: (-len(w), w))[:MAX_QUERY_TERMS]
 
 
 def candidates(conn: Connection, who: Identity, terms: list[str], page: int | None) -> Candidates:

@@ -31,13 +31,24 @@ from . import (
     _review,
     _validation,
     _versions,
+    _word_index,
 )
 from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
 from ._identity import EndCause, Identity, Scope
 from ._ranking import Embedder, Ranking
 from ._schema import Base, facts
 from ._tokens import TokenCounter
-from ._types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
+from ._types import (
+    Change,
+    ContextBlock,
+    ErasureReport,
+    Fact,
+    Memory,
+    SearchResult,
+    TrimReport,
+)
+from ._word_index import AS_RECORDED, _AsRecorded
+from ._words import Words
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -94,6 +105,16 @@ class MemoryEngine:
         clock: Where the engine takes the time of what it records, in UTC;
             by default the system clock. A version never ends before it was
             recorded, whatever the clock says.
+        language: The language words are stemmed in, for the word indexes and
+            relevance (a Snowball stemmer name such as ``"english"``,
+            ``"italian"``, ``"german"``), or None to only fold case and accents.
+            A database records the language it was created with; by default
+            the engine uses it (English for a new database), and a different
+            one is refused, so that index and queries always agree.
+        embed_model: A name for the embedding model of ``embed``: with one,
+            vectors are kept in the database under that name, so a new process
+            does not embed every stored text again. Change it when the model
+            changes.
 
     Example:
         ```python
@@ -113,6 +134,8 @@ class MemoryEngine:
         is_admin: IsAdmin | None = None,
         write_wait: float = _database.WRITE_WAIT,
         clock: Clock | None = None,
+        language: str | _AsRecorded | None = AS_RECORDED,
+        embed_model: str | None = None,
     ) -> None:
         self.url = _database.resolve_url(url)
         self.db = _database.create(self.url, write_wait=write_wait)
@@ -120,7 +143,6 @@ class MemoryEngine:
         self._is_admin = is_admin
         self._now = clock or utcnow
         self._tokens = TokenCounter(tokenizer)
-        self._ranking = Ranking(embed)
         # Versions handed over by reads whose marks gave way, marked by the reader's next read.
         self._owed: OrderedDict[tuple[str, str], dict[int, Fact]] = OrderedDict()
         self._owed_lock = threading.Lock()
@@ -129,6 +151,14 @@ class MemoryEngine:
             threading.RLock() if _database.is_memory_sqlite(self.url) else contextlib.nullcontext()
         )
         _database.create_schema(self.db, Base.metadata)
+        agreed = self._write(lambda conn: _word_index.agreed_language(conn, language))
+        self._words = Words(agreed)
+        self._ranking = Ranking(self._words, embed, embed_model)
+
+    @property
+    def language(self) -> str | None:
+        """The language words are stemmed in (as the database records it), or None."""
+        return self._words.language
 
     def count_tokens(self, text: str) -> int:
         """The engine's token count of any text: what ``token_budget`` is counted in.
@@ -427,6 +457,7 @@ class MemoryEngine:
             now=now or self._now(),
             valid_from=valid_from,
             writer=writer,
+            words=self._words,
             **new,
         )
         fact = self._fact(conn, new_id)
@@ -699,8 +730,11 @@ class MemoryEngine:
         owed = self._owed_to(request.who.account, request.reader) if request.marking else []
         with self._read() as conn:
             gathered = _read_path.gather(conn, request, self._ranking, self._tokens, now, owed)
-            block = _read_path.draft(gathered, request, self._ranking, self._tokens, token=token)
+            block = _read_path.draft(
+                gathered, request, self._ranking, self._tokens, token=token, conn=conn
+            )
             if not request.marking:
+                self._keep_vectors()
                 return block
             assert request.reader is not None
             last = _marks.last_reads(
@@ -718,11 +752,50 @@ class MemoryEngine:
                 token=token,
             )
 
+        self._keep_vectors()
         claims = gathered.pending.marks_settled_by(block.changed)
         claimed = self._write_marks(
             request.who, request.reader, block.facts, claims, last, now, held
         )
         return _read_path.settle(block, gathered, claimed, redraw)
+
+    def _keep_vectors(self) -> None:
+        """Keep the vectors a read computed, so no process embeds the same text again."""
+        if self._ranking.has_unsaved_vectors:
+            self._write(self._ranking.save_vectors)
+
+    def search(self, who: Identity, query: str, *, limit: int = 10) -> SearchResult:
+        """The facts and memories ``who`` may see that are about ``query``, most relevant first.
+
+        Unlike a block, which shows what fits its budget, a search looks at every
+        true fact of the identity (and every memory whose words match), so the
+        agent finds a fact the block left out, and the key to correct it under.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            query: What to look for, in the person's words.
+            limit: The most facts, and the most memories, returned.
+
+        Returns:
+            The facts and the memories found, each most relevant first.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+        """
+        who = _validation.identity(who)
+        text = _validation.query(query) or ""
+        top = _validation.count("limit", limit)
+        with self._read() as conn:
+            facts_found = self._ranking.matching_facts(text, _versions.visible(conn, who), conn)
+            if self._ranking.reads_every_fact:
+                kept = self._ranking.memories(text, _memories.recent(conn, who), conn)
+            else:
+                terms = self._words.distinct(text)
+                ids = [i for i, _, _ in _memories.matching(conn, who, terms, None)[:top]]
+                found = _memories.whole(conn, ids)
+                kept = [found[i] for i in ids if i in found]
+        self._keep_vectors()
+        return SearchResult(tuple(facts_found[:top]), tuple(kept[:top]))
 
     def acknowledge(self, receipt: str) -> int:
         """Spend the changes a held block showed: the model has them.
@@ -813,7 +886,7 @@ class MemoryEngine:
 
         def work(conn: Connection) -> Memory:
             _versions.lock_person(conn, who.account, who.user)
-            return _memories.add(conn, who, body, self._now())
+            return _memories.add(conn, who, body, self._now(), self._words)
 
         return self._write(work)
 
@@ -848,7 +921,8 @@ class MemoryEngine:
         return memory
 
     def search_memories(self, who: Identity, query: str, *, limit: int = 5) -> list[Memory]:
-        """The memories most relevant to ``query``, best first.
+        """The memories most relevant to ``query``, best first (with no words to look for, the
+        newest).
 
         Args:
             who: Whose memory: (account, user, agent).
@@ -864,9 +938,10 @@ class MemoryEngine:
         who = _validation.identity(who)
         text = _validation.query(query) or ""
         top = _validation.count("limit", limit)
-        with self._read() as conn:
-            kept = _memories.recent(conn, who)
-        return self._ranking.memories(text, kept)[:top]
+        if not self._words(text):  # nothing to look for: the newest
+            with self._read() as conn:
+                return _memories.recent(conn, who, min(top, _memories.RECENT))
+        return list(self.search(who, text, limit=top).memories)
 
     def _memory_of(
         self, conn: Connection, who: Identity, memory_id: int, *, exclusive: bool = False
@@ -988,6 +1063,7 @@ class MemoryEngine:
     aadd_memory = _twin(add_memory)
     aforget_memory = _twin(forget_memory)
     asearch_memories = _twin(search_memories)
+    asearch = _twin(search)
     aerase_user = _twin(erase_user)
     ascrub = _twin(scrub)
     adelete_reader = _twin(delete_reader)

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import _marks, _versions, _word_index
+from ._ranking import fact_text, forget_vectors
 from ._schema import account_row, admins, erasures, facts, memories, personal_row
 from ._types import ErasureReport, TrimReport
 
@@ -33,6 +34,13 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
         memories.c.account == account, memories.c.owner_key == user
     )
 
+    texts = [
+        *(fact_text(f) for f in _versions.by_ids(conn, conn.execute(personal).scalars().all())),
+        *conn.execute(sa.select(memories.c.content).where(memories.c.id.in_(their_memories)))
+        .scalars()
+        .all(),
+    ]
+    forget_vectors(conn, texts)
     n_marks = _marks.delete_for_person(conn, account, user, personal)
     # Account facts may point into the versions about to go.
     conn.execute(

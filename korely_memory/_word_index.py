@@ -14,14 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import _database
+from ._errors import InvalidRequest
 from ._identity import Scope
-from ._ranking import words
-from ._schema import ACCOUNT_SPACE, fact_counts, fact_terms
+from ._ranking import findable
+from ._schema import ACCOUNT_SPACE, fact_counts, fact_terms, memory_terms, settings
+from ._words import DEFAULT_LANGUAGE, Words, check_language
 
-MAX_TERM = 64
 MAX_TERMS = 256  # words kept of one fact; a fact is at most 2,000 characters
 _ACCOUNT = Scope.ACCOUNT.value
 _INSERT_TERMS = fact_terms.insert()
@@ -43,10 +45,47 @@ class Indexed:
         return space_of(self.scope, self.owner_key)
 
 
-def terms_of(key: str, content: str) -> list[str]:
+def terms_of(key: str, content: str, words: Words) -> list[str]:
     """The distinct words a fact is found by: those of its key and its content."""
-    found = dict.fromkeys(w[:MAX_TERM] for w in words(f"{key.replace('-', ' ')} {content}"))
-    return list(found)[:MAX_TERMS]
+    return words.distinct(findable(key, content), MAX_TERMS)
+
+
+class _AsRecorded:
+    def __repr__(self) -> str:
+        return "the language the database records"
+
+
+AS_RECORDED = _AsRecorded()
+_LANGUAGE = "language"
+
+
+def agreed_language(conn: Connection, asked: str | _AsRecorded | None) -> str | None:
+    """The language the database's word indexes are in: recorded by the first engine to open it.
+
+    Raises:
+        InvalidRequest: ``asked`` is not a language the engine knows, or differs
+            from the one the database records.
+    """
+    if not isinstance(asked, _AsRecorded):
+        try:
+            check_language(asked)
+        except ValueError as error:
+            raise InvalidRequest("language", str(error)) from None
+    recorded = conn.execute(
+        sa.select(settings.c.value).where(settings.c.name == _LANGUAGE)
+    ).scalar_one_or_none()
+    if recorded is None:
+        chosen = DEFAULT_LANGUAGE if isinstance(asked, _AsRecorded) else asked
+        conn.execute(settings.insert().values(name=_LANGUAGE, value=chosen or ""))
+        return chosen
+    language = recorded or None
+    if not isinstance(asked, _AsRecorded) and asked != language:
+        raise InvalidRequest(
+            "language",
+            f"this database's word indexes are in {language or 'no language'!r}; open it with "
+            f"language={language!r}, or leave language out",
+        )
+    return language
 
 
 def space_of(scope: str | None, owner_key: str) -> str:
@@ -54,7 +93,7 @@ def space_of(scope: str | None, owner_key: str) -> str:
     return ACCOUNT_SPACE if scope == _ACCOUNT else owner_key
 
 
-def added(conn: Connection, version: Indexed, key: str, content: str) -> None:
+def added(conn: Connection, version: Indexed, key: str, content: str, words: Words) -> None:
     """A version became true: index its words, and count it in its namespace."""
     rows = [
         {
@@ -64,7 +103,7 @@ def added(conn: Connection, version: Indexed, key: str, content: str) -> None:
             "term": t,
             "fact_id": version.id,
         }
-        for t in terms_of(key, content)
+        for t in terms_of(key, content, words)
     ]
     if rows:
         conn.execute(_INSERT_TERMS, rows)
@@ -96,9 +135,13 @@ def confirmed(conn: Connection, version: Indexed) -> None:
 
 
 def erased(conn: Connection, account: str, user: str) -> None:
-    """Before a user's versions are deleted: every word and count kept under their name goes."""
+    """Before a user's versions and memories are deleted: every word and count kept under their
+    name goes."""
     conn.execute(
         fact_terms.delete().where(fact_terms.c.account == account, fact_terms.c.space == user)
+    )
+    conn.execute(
+        memory_terms.delete().where(memory_terms.c.account == account, memory_terms.c.space == user)
     )
     conn.execute(
         fact_counts.delete().where(

@@ -36,12 +36,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from ._engine import MemoryEngine
 from ._errors import InvalidRequest, KorelyError
 from ._identity import Identity, Scope
+from ._render import fact_line, fold
 from ._validation import MAX_CONTENT, MAX_KEY, MAX_MEMORY
 
 __all__ = [
     "CORRECT",
     "FORGET",
     "MEMORY_TOOLS",
+    "RECALL",
     "REMEMBER",
     "MemoryTool",
     "ToolArgument",
@@ -207,6 +209,28 @@ def _forget(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Opti
     return f"Forgot {fact.key}."
 
 
+def _recall(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Options) -> str:
+    query = args["query"]
+    found = engine.search(who, query, limit=RECALL_FACTS)
+    if not found.facts and not found.memories:
+        return f"Nothing kept is about {fold(query)!r}."
+    lines = []
+    if found.facts:
+        lines.append("Facts kept (correct or forget one under its key):")
+        lines += [fact_line(f) for f in found.facts]
+    if found.memories:
+        lines.append("Memories:")
+        for memory in found.memories[:RECALL_MEMORIES]:
+            text = fold(memory.content)
+            short = text if len(text) <= RECALL_CHARS else text[:RECALL_CHARS].rstrip() + "…"
+            lines.append(f"- {memory.created_at:%Y-%m-%d}: {short}")
+    return "\n".join(lines)
+
+
+RECALL_FACTS = 10
+RECALL_MEMORIES = 3
+RECALL_CHARS = 600
+
 _CONTENT = ToolArgument(
     "content",
     "The fact in your own words: one or two sentences that make sense on their own, e.g. "
@@ -266,7 +290,25 @@ FORGET = MemoryTool(
     perform=_forget,
 )
 
-MEMORY_TOOLS: tuple[MemoryTool, ...] = (REMEMBER, CORRECT, FORGET)
+RECALL = MemoryTool(
+    name="recall",
+    description=(
+        "Look through everything kept about the user and their account, beyond the facts shown "
+        "to you: facts with their keys, and notes from earlier conversations. Use it before "
+        "recording a fact that may already be kept under another key, and to find the key of "
+        "a fact to correct."
+    ),
+    arguments=(
+        ToolArgument(
+            "query",
+            "What to look for, in plain words, e.g. 'where she lives' or 'billing plan'.",
+        ),
+    ),
+    refusal="Not found",
+    perform=_recall,
+)
+
+MEMORY_TOOLS: tuple[MemoryTool, ...] = (REMEMBER, CORRECT, FORGET, RECALL)
 """The tools, in the order adapters list them."""
 
 

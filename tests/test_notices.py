@@ -379,9 +379,9 @@ def test_changes_never_starve_the_first_memory(engine: MemoryEngine) -> None:
             GIULIA, f"k{i}", f"Giulia's new arrangement number {i} " + "with other details " * 6
         )
     engine.add_memory(GIULIA, "Giulia asked about the arrangement for invoices " * 10)
-    block = engine.get_context(GIULIA, "arrangement invoices", reader="bot", token_budget=200)
+    block = engine.get_context(GIULIA, "arrangement invoices", reader="bot", token_budget=260)
     assert block.memories, "the first memory keeps its room"
-    assert block.changed and block.tokens <= 200
+    assert block.changed and block.tokens <= 260
     # The changes that did not fit wait; none is lost.
     told = len(block.changed)
     while block.changed_more:

@@ -23,8 +23,8 @@ def shared(engine: MemoryEngine) -> Iterator[MemoryEngine]:
     yield engine
 
 
-def test_the_tools_are_remember_correct_forget() -> None:
-    assert [t.name for t in MEMORY_TOOLS] == ["remember", "correct", "forget"]
+def test_the_tools_are_remember_correct_forget_recall() -> None:
+    assert [t.name for t in MEMORY_TOOLS] == ["remember", "correct", "forget", "recall"]
     for tool in MEMORY_TOOLS:
         assert tool.description and all(a.description for a in tool.arguments)
         assert not {"account", "user", "agent", "who"} & {a.name for a in tool.arguments}

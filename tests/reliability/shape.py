@@ -1,8 +1,9 @@
-"""The shape every context block must have, whatever text was stored (SPEC §5)."""
+"""The shape every context block must have, whatever text was stored."""
 
 from __future__ import annotations
 
 from korely_memory import ContextBlock, MemoryEngine
+from korely_memory._render import omitted_line
 
 CHANGED = "## Changed since you last read"
 KNOWN = "## Known facts"
@@ -38,12 +39,14 @@ def shape_errors(block: ContextBlock, engine: MemoryEngine, budget: int) -> list
             items += 1
         elif line != "":
             errors.append(f"a line of its own: {line[:80]!r}")
-    expected = [
-        h for h, items_of in zip(HEADERS, (block.changed, block.facts, block.memories)) if items_of
-    ]
+    shown = (block.changed, block.facts or block.omitted, block.memories)
+    expected = [h for h, items_of in zip(HEADERS, shown, strict=True) if items_of]
     if headers != expected:
         errors.append(f"headers {headers}, expected {expected}")
-    if items != len(block.facts) + len(block.memories) + len(block.changed):
+    notes = lines.count(omitted_line(block.omitted)) if block.omitted else 0
+    if notes != (1 if block.omitted else 0):
+        errors.append(f"{notes} lines saying {block.omitted} facts were left out")
+    if items != len(block.facts) + len(block.memories) + len(block.changed) + notes:
         errors.append(
             f"{items} item lines for {len(block.facts)} facts, {len(block.memories)} memories, "
             f"{len(block.changed)} changes"
