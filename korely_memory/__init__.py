@@ -18,11 +18,24 @@ from ._errors import (
 )
 from ._identity import EndCause, Identity, Scope
 from ._ranking import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
-from ._types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
+from ._types import (
+    CaptureReport,
+    CaptureStep,
+    Change,
+    ContextBlock,
+    ErasureReport,
+    Fact,
+    Memory,
+    Operation,
+    SearchResult,
+    TrimReport,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CaptureReport",
+    "CaptureStep",
     "Change",
     "ContextBlock",
     "Embedder",
@@ -39,8 +52,10 @@ __all__ = [
     "MemoryEngine",
     "NotCurrent",
     "NotFound",
+    "Operation",
     "PermissionDenied",
     "Scope",
+    "SearchResult",
     "TrimReport",
     "__version__",
 ]

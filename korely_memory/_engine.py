@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError
 
 from . import (
     _cache,
+    _capture,
     _database,
     _erasure,
     _marks,
@@ -32,13 +33,15 @@ from . import (
     _validation,
     _versions,
     _word_index,
+    _writes,
 )
-from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
-from ._identity import EndCause, Identity, Scope
+from ._errors import InvalidRequest, NotFound, PermissionDenied
+from ._identity import Identity, Scope
 from ._ranking import Embedder, Ranking
-from ._schema import Base, facts
+from ._schema import Base
 from ._tokens import TokenCounter
 from ._types import (
+    CaptureReport,
     Change,
     ContextBlock,
     ErasureReport,
@@ -49,6 +52,7 @@ from ._types import (
 )
 from ._word_index import AS_RECORDED, _AsRecorded
 from ._words import Words
+from .capture import Extractor, operations_from
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -79,6 +83,14 @@ def _twin(
         "the same content under a key twice changes nothing."
     )
     return cast(Callable[Concatenate[E, P], Coroutine[Any, Any, R]], twin)
+
+
+class _Rehearsed(Exception):
+    """Rolls a dry run's transaction back, carrying what it would have done."""
+
+    def __init__(self, report: CaptureReport) -> None:
+        super().__init__("dry run")
+        self.report = report
 
 
 def utcnow() -> dt.datetime:
@@ -154,6 +166,7 @@ class MemoryEngine:
         agreed = self._write(lambda conn: _word_index.agreed_language(conn, language))
         self._words = Words(agreed)
         self._ranking = Ranking(self._words, embed, embed_model)
+        self._writer = _writes.Writer(self._words, self._now, self._admin)
 
     @property
     def language(self) -> str | None:
@@ -241,43 +254,20 @@ class MemoryEngine:
         ceiling = _validation.optional_count("max_facts", max_facts)
         _validation.name("reader", reader, optional=True)
 
-        def work(conn: Connection) -> Fact:
-            _versions.lock_person(conn, who.account, who.user, reader)
-            if ceiling is not None:
-                _versions.lock_ceiling(conn, who)
-            _versions.lock_key(conn, who, key)
-            if source is not None:
-                self._memory_of(conn, who, source)
-            old = _versions.own_current(conn, who, key)
-            if old is None:
-                shared = _versions.account_current(conn, who, key)
-                if shared is not None and shared.content == content:
-                    return shared
-                if ceiling is not None and _versions.count_own(conn, who) >= ceiling:
-                    raise LimitExceeded(
-                        f"already {ceiling} facts kept (max_facts); correct or forget one "
-                        f"before adding {key!r}"
-                    )
-            elif old.content == content and old.effective_scope.value == stored_scope:
-                return old
-            cause = EndCause.READ_FROM_MEMORY if source is not None else EndCause.STATED
-            return self._replace(
+        return self._write(
+            lambda conn: _writes.record(
                 conn,
-                old,
+                self._writer,
                 who,
-                reader,
-                cause=cause,
-                valid_from=start,
-                account=who.account,
-                owner=who.user,
-                agent=who.agent,
-                key=key,
-                content=content,
+                key,
+                content,
                 scope=stored_scope,
-                source_memory_id=source,
+                valid_from=start,
+                source=source,
+                ceiling=ceiling,
+                reader=reader,
             )
-
-        return self._write(work)
+        )
 
     def correct(
         self,
@@ -322,52 +312,18 @@ class MemoryEngine:
         _validation.name("reader", reader, optional=True)
         rights = _validation.flag("admin_rights", admin_rights)
 
-        def work(conn: Connection) -> Fact:
-            _versions.lock_person(conn, who.account, who.user, reader)
-            _versions.lock_key(conn, who, key)
-            old = _versions.own_current(conn, who, key)
-            if old is None:
-                old = self._account_fact(conn, who, key, "correct", propose=not rights)
-                if not rights:
-                    if old.content == content:
-                        return old
-                    return self._replace(
-                        conn,
-                        None,
-                        who,
-                        reader,
-                        cause=EndCause.CORRECTED,
-                        valid_from=start,
-                        account=who.account,
-                        owner=who.user,
-                        agent=who.agent,
-                        key=key,
-                        content=content,
-                        scope=Scope.ACCOUNT_PROPOSED.value,
-                    )
-            if old.content == content:
-                return old
-            shared = old.effective_scope is Scope.ACCOUNT
-            now = self._now()
-            return self._replace(
+        return self._write(
+            lambda conn: _writes.correct(
                 conn,
-                old,
+                self._writer,
                 who,
-                reader,
-                cause=EndCause.CORRECTED,
+                key,
+                content,
                 valid_from=start,
-                now=now,
-                account=old.account,
-                owner=who.user if shared else old.owner,
-                agent=old.agent,
-                key=key,
-                content=content,
-                scope=old.effective_scope.value,
-                confirmed_by=who.user if shared else None,
-                confirmed_at=now if shared else None,
+                reader=reader,
+                rights=rights,
             )
-
-        return self._write(work)
+        )
 
     def forget(
         self,
@@ -412,87 +368,14 @@ class MemoryEngine:
         _validation.name("reader", reader, optional=True)
         rights = _validation.flag("admin_rights", admin_rights)
 
-        def work(conn: Connection) -> Fact:
-            _versions.lock_person(conn, who.account, who.user, reader)
-            _versions.lock_key(conn, who, key)
-            old = _versions.own_current(conn, who, key) or self._account_fact(
-                conn, who, key, "forget", propose=False, rights=rights
+        fact = self._write(
+            lambda conn: _writes.end(
+                conn, self._writer, who, key, at=end, erase=erasing, reader=reader, rights=rights
             )
-            now = max(self._now(), old.recorded_at)
-            _versions.end_versions(
-                conn,
-                facts.c.id == old.id,
-                cause=EndCause.ERASED if erasing else EndCause.FORGOTTEN,
-                now=now,
-                invalid_at=end or now,
-                writer=(who.account, reader) if reader else None,
-            )
-            if erasing:
-                _versions.erase_words(conn, _versions.same_key(old))
-            return self._fact(conn, old.id)
-
-        fact = self._write(work)
+        )
         if erasing:
             self._scrub_words()
         return fact
-
-    def _replace(
-        self,
-        conn: Connection,
-        old: Fact | None,
-        who: Identity,
-        reader: str | None,
-        *,
-        cause: EndCause,
-        valid_from: dt.datetime | None,
-        now: dt.datetime | None = None,
-        **new: Any,
-    ) -> Fact:
-        """End ``old`` and make the new version true; the writer's reader is handed it."""
-        writer = (who.account, reader) if reader else None
-        new_id = _versions.replace(
-            conn,
-            old,
-            cause=cause,
-            now=now or self._now(),
-            valid_from=valid_from,
-            writer=writer,
-            words=self._words,
-            **new,
-        )
-        fact = self._fact(conn, new_id)
-        if reader is not None:
-            _marks.hand_over(conn, who.account, reader, [fact], fact.recorded_at)
-        return fact
-
-    def _account_fact(
-        self,
-        conn: Connection,
-        who: Identity,
-        key: str,
-        verb: str,
-        *,
-        propose: bool,
-        rights: bool = True,
-    ) -> Fact:
-        """The confirmed account fact under ``key``, when ``who`` may ``verb`` it."""
-        _versions.lock_key(conn, who, key, shared=True)
-        shared = _versions.account_current(conn, who, key)
-        if shared is None:
-            raise NotFound(f"no true fact under key {key!r} to {verb}; use remember to record one")
-        if propose:
-            return shared
-        if not rights:
-            raise PermissionDenied(
-                f"{key!r} is an account fact: only an administrator may {verb} it, outside this "
-                "conversation"
-            )
-        if who.user is None or not self._admin(conn, who.account, who.user):
-            raise PermissionDenied(
-                f"{key!r} is an account fact: only an administrator may {verb} it; record the "
-                "person's own fact under the key instead, or propose a change for review"
-            )
-        return shared
 
     # -- review of account facts ------------------------------------------------
 
@@ -868,6 +751,74 @@ class MemoryEngine:
 
     # -- memories -----------------------------------------------------------------
 
+    def capture(
+        self,
+        who: Identity,
+        messages: Sequence[tuple[str, str]],
+        *,
+        extractor: Extractor,
+        dry_run: bool = False,
+        max_facts: int | None = None,
+        reader: str | None = None,
+    ) -> CaptureReport:
+        """Keep a conversation excerpt and the facts an extractor draws from it.
+
+        The extractor is called with the excerpt and ``who``'s true facts (so that
+        it reuses their keys) and answers with ``Operation``s. The excerpt is kept
+        as a memory, and the operations are written with it as their source, in
+        one transaction: a fact they replace ends with ``read_from_memory``, and
+        forgetting the memory ends what was read from it. They never touch
+        another identity and never use an administrator's rights: an account-wide
+        fact, or a change to a confirmed one, becomes a proposal for review. An
+        operation that would write what its key already says changes nothing;
+        one the engine refuses is reported and skipped. Capturing the same
+        excerpt again writes nothing and does not call the extractor.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            messages: The excerpt, as ``(role, text)`` pairs.
+            extractor: ``(messages, facts) -> Sequence[Operation]``.
+            dry_run: Report what would be done, and write nothing.
+            max_facts: Refuse a new key once ``who`` holds this many facts.
+            reader: The writing agent's reader name: it is not told of its own changes.
+
+        Returns:
+            The memory kept and what became of each operation.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule, or the extractor's answer is
+                not a list of operations (nothing is written).
+        """
+        who = _validation.identity(who)
+        said = _capture.excerpt(messages)
+        ceiling = _validation.optional_count("max_facts", max_facts)
+        _validation.name("reader", reader, optional=True)
+        rehearsal = _validation.flag("dry_run", dry_run)
+        turns = [(role, text) for role, text in messages]
+        with self._read() as conn:
+            if _capture.already_kept(conn, who, said):
+                return CaptureReport(None, dry_run=rehearsal, already_captured=True)
+            known = _versions.visible(conn, who)
+        operations = operations_from(extractor(turns, known))
+
+        def work(conn: Connection) -> CaptureReport:
+            _versions.lock_person(conn, who.account, who.user, reader)
+            if _capture.already_kept(conn, who, said):  # captured meanwhile
+                return CaptureReport(None, dry_run=rehearsal, already_captured=True)
+            memory = _memories.add(conn, who, said, self._now(), self._words)
+            steps = _capture.apply(
+                conn, self._writer, who, memory.id, operations, ceiling=ceiling, reader=reader
+            )
+            report = CaptureReport(memory, tuple(steps), dry_run=rehearsal)
+            if rehearsal:
+                raise _Rehearsed(dataclasses.replace(report, memory=None))
+            return report
+
+        try:
+            return self._write(work)
+        except _Rehearsed as rehearsed:
+            return rehearsed.report
+
     def add_memory(self, who: Identity, content: str) -> Memory:
         """Keep free text (a conversation excerpt, a note) for recall.
 
@@ -1042,11 +993,6 @@ class MemoryEngine:
             )
         return self._write(lambda conn: _erasure.trim(conn, moment))
 
-    def _fact(self, conn: Connection, fact_id: int) -> Fact:
-        fact = _versions.by_id(conn, fact_id)
-        assert fact is not None
-        return fact
-
     aremember = _twin(remember)
     acorrect = _twin(correct)
     aforget = _twin(forget)
@@ -1064,6 +1010,7 @@ class MemoryEngine:
     aforget_memory = _twin(forget_memory)
     asearch_memories = _twin(search_memories)
     asearch = _twin(search)
+    acapture = _twin(capture)
     aerase_user = _twin(erase_user)
     ascrub = _twin(scrub)
     adelete_reader = _twin(delete_reader)

@@ -192,6 +192,52 @@ class SearchResult:
 
 
 @dataclass(frozen=True)
+class Operation:
+    """One change an extractor proposes to a person's facts, from a conversation excerpt.
+
+    ``action`` is ``"record"`` (a new key), ``"replace"`` (an existing key, new
+    content) or ``"end"`` (an existing key no longer holds); ``scope`` is None
+    (about the person) or ``"account"`` (about the whole account: a proposal
+    an administrator reviews).
+    """
+
+    action: str
+    key: str
+    content: str | None = None
+    scope: str | None = None
+
+
+@dataclass(frozen=True)
+class CaptureStep:
+    """What ``capture`` did (or, with ``dry_run``, would do) with one operation.
+
+    ``outcome`` is ``recorded``, ``replaced``, ``proposed`` (for an
+    administrator's review), ``ended``, ``unchanged`` (the key already said
+    it) or ``refused`` (``reason`` says why; nothing was written for it).
+    """
+
+    operation: Operation
+    outcome: str
+    fact: Fact | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CaptureReport:
+    """What ``capture`` kept and did.
+
+    ``memory`` is the excerpt kept as a memory, the source of every fact
+    written (None with ``dry_run``, or when the excerpt was captured before:
+    ``already_captured``).
+    """
+
+    memory: Memory | None
+    steps: tuple[CaptureStep, ...] = ()
+    dry_run: bool = False
+    already_captured: bool = False
+
+
+@dataclass(frozen=True)
 class ErasureReport:
     """What ``erase_user`` removed, by kind.
 

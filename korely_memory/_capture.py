@@ -1,0 +1,113 @@
+"""Applying a capture's operations, in the write transaction that keeps its excerpt.
+
+Every operation is written with the excerpt's memory as its source and without
+an administrator's rights: an account-wide fact, or a change to one, becomes a
+proposal. An operation the engine refuses (a bad key, nothing to replace, the
+ceiling) is reported and skipped; the others still apply.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from . import _validation, _versions, _writes
+from ._errors import InvalidRequest, KorelyError
+from ._identity import EndCause, Identity, Scope
+from ._schema import memories
+from ._types import CaptureStep, Fact, Operation
+
+
+def excerpt(messages: object) -> str:
+    """The excerpt as its memory keeps it: ``role: text`` paragraphs; ``InvalidRequest`` naming
+    ``messages`` unless they are (role, text) pairs of text that fit in one memory."""
+    if isinstance(messages, (str, bytes)) or not hasattr(messages, "__iter__"):
+        raise InvalidRequest("messages", "must be a sequence of (role, text) pairs")
+    lines = []
+    for item in messages:
+        if not (
+            isinstance(item, tuple) and len(item) == 2 and all(isinstance(x, str) for x in item)
+        ):
+            raise InvalidRequest(
+                "messages", f"must be (role, text) pairs of text, got {item!r:.60}"
+            )
+        role, text = item
+        if text.strip():
+            lines.append(f"{role.strip()}: {text.strip()}")
+    return _validation.content("\n\n".join(lines), field="messages", limit=_validation.MAX_MEMORY)
+
+
+def already_kept(conn: Connection, who: Identity, excerpt: str) -> bool:
+    """Whether this identity keeps this very excerpt already: capturing it again writes nothing."""
+    found = conn.execute(
+        sa.select(memories.c.id)
+        .where(
+            memories.c.account == who.account,
+            memories.c.agent == who.agent,
+            memories.c.owner_key == _versions.owner_key(who.user),
+            memories.c.content == excerpt,
+        )
+        .limit(1)
+    )
+    return found.first() is not None
+
+
+def apply(
+    conn: Connection,
+    w: _writes.Writer,
+    who: Identity,
+    memory_id: int,
+    operations: list[Operation],
+    *,
+    ceiling: int | None,
+    reader: str | None,
+) -> list[CaptureStep]:
+    """Apply each operation in turn; returns what became of each."""
+    steps = []
+    for op in operations:
+        try:
+            steps.append(_one(conn, w, who, memory_id, op, ceiling=ceiling, reader=reader))
+        except KorelyError as error:
+            steps.append(CaptureStep(op, "refused", None, str(error)))
+    return steps
+
+
+def _one(
+    conn: Connection,
+    w: _writes.Writer,
+    who: Identity,
+    memory_id: int,
+    op: Operation,
+    *,
+    ceiling: int | None,
+    reader: str | None,
+) -> CaptureStep:
+    key = _validation.key(op.key)
+    before = _versions.own_current(conn, who, key) or _versions.account_current(conn, who, key)
+    if op.action == "end":
+        if before is not None and before.effective_scope is Scope.ACCOUNT:
+            raise KorelyError(f"{key!r} is an account fact: only an administrator may end it")
+        ended = _writes.end(conn, w, who, key, reader=reader, cause=EndCause.READ_FROM_MEMORY)
+        return CaptureStep(op, "ended", ended)
+    if op.content is None:
+        raise KorelyError(f"{op.action} needs content")
+    content = _validation.content(op.content)
+    if op.action == "replace" or (before is not None and op.scope is None):
+        after = _writes.correct(
+            conn, w, who, key, content, reader=reader, rights=False, source=memory_id
+        )
+    else:
+        scope = Scope.ACCOUNT_PROPOSED if op.scope == "account" else Scope.USER
+        after = _writes.record(
+            conn, w, who, key, content,
+            scope=scope.value, source=memory_id, ceiling=ceiling, reader=reader,
+        )  # fmt: skip
+    return CaptureStep(op, _outcome(before, after), after)
+
+
+def _outcome(before: Fact | None, after: Fact) -> str:
+    if before is not None and after.id == before.id:
+        return "unchanged"
+    if after.effective_scope is Scope.ACCOUNT_PROPOSED:
+        return "proposed"
+    return "recorded" if before is None else "replaced"

@@ -1,0 +1,243 @@
+"""Recording, correcting and ending facts, inside a write transaction the engine opened.
+
+The engine checks the arguments and owns the transaction; ``capture`` runs
+several of these in one. Each takes the locks it needs first, in one order:
+the person (shared; erasure takes it alone), the namespace's ceiling when one
+is given, the key in the identity's namespace, then the key in the account's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from . import _marks, _memories, _versions
+from ._errors import LimitExceeded, NotFound, PermissionDenied
+from ._identity import EndCause, Identity, Scope
+from ._schema import facts
+from ._types import Fact
+from ._words import Words
+
+
+@dataclass(frozen=True)
+class Writer:
+    """What every write needs besides its arguments: the engine's words, clock and admin rule."""
+
+    words: Words
+    now: Callable[[], dt.datetime]
+    is_admin: Callable[[Connection, str, str], bool]
+
+
+def record(
+    conn: Connection,
+    w: Writer,
+    who: Identity,
+    key: str,
+    content: str,
+    *,
+    scope: str = Scope.USER.value,
+    valid_from: dt.datetime | None = None,
+    source: int | None = None,
+    ceiling: int | None = None,
+    reader: str | None = None,
+) -> Fact:
+    """``remember``: record ``content`` under ``key``, replacing what is there."""
+    _versions.lock_person(conn, who.account, who.user, reader)
+    if ceiling is not None:
+        _versions.lock_ceiling(conn, who)
+    _versions.lock_key(conn, who, key)
+    if source is not None and _memories.get(conn, who, source) is None:
+        raise NotFound(f"no memory {source} for this identity")
+    old = _versions.own_current(conn, who, key)
+    if old is None:
+        shared = _versions.account_current(conn, who, key)
+        if shared is not None and shared.content == content:
+            return shared
+        if ceiling is not None and _versions.count_own(conn, who) >= ceiling:
+            raise LimitExceeded(
+                f"already {ceiling} facts kept (max_facts); correct or forget one "
+                f"before adding {key!r}"
+            )
+    elif old.content == content and old.effective_scope.value == scope:
+        return old
+    return _replace(
+        conn,
+        w,
+        old,
+        who,
+        reader,
+        cause=EndCause.READ_FROM_MEMORY if source is not None else EndCause.STATED,
+        valid_from=valid_from,
+        account=who.account,
+        owner=who.user,
+        agent=who.agent,
+        key=key,
+        content=content,
+        scope=scope,
+        source_memory_id=source,
+    )
+
+
+def correct(
+    conn: Connection,
+    w: Writer,
+    who: Identity,
+    key: str,
+    content: str,
+    *,
+    valid_from: dt.datetime | None = None,
+    reader: str | None = None,
+    rights: bool = True,
+    source: int | None = None,
+) -> Fact:
+    """``correct``: replace the true fact under ``key``; without ``rights``, an account fact's
+    correction is a proposal."""
+    _versions.lock_person(conn, who.account, who.user, reader)
+    _versions.lock_key(conn, who, key)
+    cause = EndCause.READ_FROM_MEMORY if source is not None else EndCause.CORRECTED
+    old = _versions.own_current(conn, who, key)
+    if old is None:
+        old = _account_fact(conn, w, who, key, "correct", propose=not rights)
+        if not rights:
+            if old.content == content:
+                return old
+            return _replace(
+                conn,
+                w,
+                None,
+                who,
+                reader,
+                cause=cause,
+                valid_from=valid_from,
+                account=who.account,
+                owner=who.user,
+                agent=who.agent,
+                key=key,
+                content=content,
+                scope=Scope.ACCOUNT_PROPOSED.value,
+                source_memory_id=source,
+            )
+    if old.content == content:
+        return old
+    shared = old.effective_scope is Scope.ACCOUNT
+    now = w.now()
+    return _replace(
+        conn,
+        w,
+        old,
+        who,
+        reader,
+        cause=cause,
+        valid_from=valid_from,
+        now=now,
+        account=old.account,
+        owner=who.user if shared else old.owner,
+        agent=old.agent,
+        key=key,
+        content=content,
+        scope=old.effective_scope.value,
+        source_memory_id=source,
+        confirmed_by=who.user if shared else None,
+        confirmed_at=now if shared else None,
+    )
+
+
+def end(
+    conn: Connection,
+    w: Writer,
+    who: Identity,
+    key: str,
+    *,
+    at: dt.datetime | None = None,
+    erase: bool = False,
+    reader: str | None = None,
+    rights: bool = True,
+    cause: EndCause | None = None,
+) -> Fact:
+    """``forget``: end the true fact under ``key`` (``erase``: and remove every version's words)."""
+    _versions.lock_person(conn, who.account, who.user, reader)
+    _versions.lock_key(conn, who, key)
+    old = _versions.own_current(conn, who, key) or _account_fact(
+        conn, w, who, key, "forget", propose=False, rights=rights
+    )
+    now = max(w.now(), old.recorded_at)
+    _versions.end_versions(
+        conn,
+        facts.c.id == old.id,
+        cause=EndCause.ERASED if erase else (cause or EndCause.FORGOTTEN),
+        now=now,
+        invalid_at=at or now,
+        writer=(who.account, reader) if reader else None,
+    )
+    if erase:
+        _versions.erase_words(conn, _versions.same_key(old))
+    return _fact(conn, old.id)
+
+
+def _replace(
+    conn: Connection,
+    w: Writer,
+    old: Fact | None,
+    who: Identity,
+    reader: str | None,
+    *,
+    cause: EndCause,
+    valid_from: dt.datetime | None,
+    now: dt.datetime | None = None,
+    **new: Any,
+) -> Fact:
+    """End ``old`` and make the new version true; the writer's reader is handed it."""
+    new_id = _versions.replace(
+        conn,
+        old,
+        cause=cause,
+        now=now or w.now(),
+        valid_from=valid_from,
+        writer=(who.account, reader) if reader else None,
+        words=w.words,
+        **new,
+    )
+    fact = _fact(conn, new_id)
+    if reader is not None:
+        _marks.hand_over(conn, who.account, reader, [fact], fact.recorded_at)
+    return fact
+
+
+def _account_fact(
+    conn: Connection,
+    w: Writer,
+    who: Identity,
+    key: str,
+    verb: str,
+    *,
+    propose: bool,
+    rights: bool = True,
+) -> Fact:
+    """The confirmed account fact under ``key``, when ``who`` may ``verb`` it (or propose)."""
+    _versions.lock_key(conn, who, key, shared=True)
+    shared = _versions.account_current(conn, who, key)
+    if shared is None:
+        raise NotFound(f"no true fact under key {key!r} to {verb}; use remember to record one")
+    if propose:
+        return shared
+    if not rights:
+        raise PermissionDenied(
+            f"{key!r} is an account fact: only an administrator may {verb} it, outside this "
+            "conversation"
+        )
+    if who.user is None or not w.is_admin(conn, who.account, who.user):
+        raise PermissionDenied(
+            f"{key!r} is an account fact: only an administrator may {verb} it; record the "
+            "person's own fact under the key instead, or propose a change for review"
+        )
+    return shared
+
+
+def _fact(conn: Connection, fact_id: int) -> Fact:
+    fact = _versions.by_id(conn, fact_id)
+    assert fact is not None
+    return fact
