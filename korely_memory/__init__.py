@@ -19,6 +19,8 @@ from .errors import (
 from .identity import Identity, Scope
 from .types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
 
+__version__ = "0.1.0"  # the one place the version is written; pyproject.toml reads it
+
 __all__ = [
     "Change",
     "ContextBlock",
