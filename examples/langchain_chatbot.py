@@ -7,8 +7,8 @@
 With OPENAI_API_KEY set and `pip install langchain-openai`, a real model answers the chat.
 Otherwise (a key without the package is told in one line), and always with --demo, a scripted
 stand-in does: it understands "I live in <place>" and "Where do I live?", which is enough to see a
-fact recorded in one conversation and read back in the next. The demo keeps its memory in an in-memory database unless --db names one: it reads no
-environment variable.
+fact recorded in one conversation and read back in the next. The demo keeps its memory in an
+in-memory database unless --db names one: it reads no environment variable.
 """
 
 from __future__ import annotations

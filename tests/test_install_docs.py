@@ -85,7 +85,8 @@ def test_no_document_installs_this_project_from_the_package_index() -> None:
 
 def test_each_integration_readme_gives_the_test_command_that_is_tried() -> None:
     tried = checks()
-    for integration, check in zip(INTEGRATIONS, ["langchain-tests", "llamaindex-tests"]):
+    named = ["langchain-tests", "llamaindex-tests"]
+    for integration, check in zip(INTEGRATIONS, named, strict=True):
         readme = (ROOT / "integrations" / integration / "README.md").read_text()
         install, run = tried[check]
         assert install in commands(readme, "pip install"), integration
