@@ -4,11 +4,11 @@
     python examples/langchain_chatbot.py --demo        # a fixed script, offline, nothing kept
     python examples/langchain_chatbot.py --db chat.db  # keep memory in chat.db
 
-With OPENAI_API_KEY set (and `pip install langchain-openai`), a real model answers the chat.
-Otherwise, and always with --demo, a scripted stand-in does: it understands "I live in <place>" and
-"Where do I live?", which is enough to see a fact recorded in one conversation and read back in the
-next. The demo keeps its memory in an in-memory database unless --db names one: it reads no
-environment variable.
+With OPENAI_API_KEY set and `pip install langchain-openai`, a real model answers the chat.
+Otherwise (a key without the package is told in one line), and always with --demo, a scripted
+stand-in does: it understands "I live in <place>" and "Where do I live?", which is enough to see a
+fact recorded in one conversation and read back in the next. The demo keeps its memory in an
+in-memory database unless --db names one: it reads no environment variable.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -78,9 +79,16 @@ class ScriptedModel(BaseChatModel):
 def chat_model(user: str, demo: bool) -> BaseChatModel:
     # The demo is the same on every machine: never a real model, even with a key set.
     if not demo and os.environ.get("OPENAI_API_KEY"):
-        from langchain_openai import ChatOpenAI
-
-        return ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+        try:
+            from langchain_openai import ChatOpenAI
+        except ImportError:
+            print(
+                "OPENAI_API_KEY is set but langchain-openai is not installed "
+                "(pip install langchain-openai): the scripted model answers.",
+                file=sys.stderr,
+            )
+        else:
+            return ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     return ScriptedModel(user=user)
 
 

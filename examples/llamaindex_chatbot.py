@@ -1,14 +1,15 @@
 """A chatbot that remembers its user across conversations, on a LlamaIndex FunctionAgent.
 
     python examples/llamaindex_chatbot.py --demo     # a fixed script, offline, nothing kept
-    python examples/llamaindex_chatbot.py            # chat; run it again and it still knows you
+    python examples/llamaindex_chatbot.py            # chat; /new: new conversation, /quit: end
 
-With ``OPENAI_API_KEY`` set (and ``pip install llama-index-llms-openai``), the
-agent runs on OpenAI. Otherwise, and always with ``--demo``, a small scripted
-model stands in, so the demo is the same on every machine and needs no network.
-Facts are kept in ``--db`` (a SQLAlchemy URL or a SQLite file); without it the
-demo uses an in-memory database, and a chat ``$KORELY_DATABASE_URL``, else
-``./korely-memory.db``.
+Run the chat again and it still knows you. With ``OPENAI_API_KEY`` set and
+``pip install llama-index-llms-openai``, the agent runs on OpenAI. Otherwise (a
+key without the package is told in one line), and always with ``--demo``, a
+small scripted model stands in, so the demo is the same on every machine and
+needs no network. Facts are kept in ``--db`` (a SQLAlchemy URL or a SQLite
+file); without it the demo uses an in-memory database, and a chat
+``$KORELY_DATABASE_URL``, else ``./korely-memory.db``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import asyncio
 import os
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,37 +81,50 @@ def make_llm(demo: bool) -> LLM:
     """The offline stand-in for the demo or without ``OPENAI_API_KEY``; OpenAI otherwise."""
     # The demo is the same on every machine: never a real model, even with a key set.
     if not demo and os.environ.get("OPENAI_API_KEY"):
-        from llama_index.llms.openai import OpenAI
-
-        return OpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+        try:
+            from llama_index.llms.openai import OpenAI
+        except ImportError:
+            print(
+                "OPENAI_API_KEY is set but llama-index-llms-openai is not installed "
+                "(pip install llama-index-llms-openai): the scripted model answers.",
+                file=sys.stderr,
+            )
+        else:
+            return OpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     return OfflineLLM()
 
 
-async def converse(
-    engine: MemoryEngine, who: Identity, agent: FunctionAgent, turns: Sequence[str] | None
-) -> None:
-    """One conversation: a fresh short-term memory, the facts kept from earlier ones."""
-    memory = KorelyMemory.from_defaults(engine, who, reader="chatbot")
-    scripted = list(turns) if turns is not None else None
+def conversation(engine: MemoryEngine, who: Identity) -> KorelyMemory:
+    """A fresh short-term memory; the facts kept from earlier conversations come with it."""
+    return KorelyMemory.from_defaults(engine, who, reader="chatbot")
+
+
+async def turn(agent: FunctionAgent, memory: KorelyMemory, text: str) -> None:
+    """Send one message and print what came back, tool calls included."""
+    handler = agent.run(user_msg=text, memory=memory)
+    async for event in handler.stream_events():
+        if isinstance(event, ToolCallResult):
+            print(f"  [{event.tool_name}({event.tool_kwargs}) -> {event.tool_output.content}]")
+    output = await handler
+    print(f"bot: {output.response.content}")
+
+
+async def chat(engine: MemoryEngine, who: Identity, agent: FunctionAgent) -> None:
+    """Read the terminal until /quit or the end of input; /new starts a new conversation."""
+    print("Chat with a bot that remembers you. /new starts a new conversation, /quit ends.")
+    memory = conversation(engine, who)
     while True:
-        if scripted is None:
-            try:
-                text = input("you: ").strip()
-            except EOFError:
-                return
-            if not text or text in {"quit", "exit"}:
-                return
-        elif scripted:
-            text = scripted.pop(0)
-            print(f"you: {text}")
-        else:
+        try:
+            text = input("you: ").strip()
+        except EOFError:
             return
-        handler = agent.run(user_msg=text, memory=memory)
-        async for event in handler.stream_events():
-            if isinstance(event, ToolCallResult):
-                print(f"  [{event.tool_name}({event.tool_kwargs}) -> {event.tool_output.content}]")
-        output = await handler
-        print(f"bot: {output.response.content}")
+        if text == "/quit":
+            return
+        if text == "/new":
+            memory = conversation(engine, who)
+            print("--- new conversation ---")
+        elif text:
+            await turn(agent, memory, text)
 
 
 def open_engine(db: str | None, demo: bool) -> MemoryEngine:
@@ -141,11 +156,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
             llm=make_llm(args.demo), tools=korely_tools(engine, who), system_prompt=SYSTEM_PROMPT
         )
         if not args.demo:
-            await converse(engine, who, agent, None)
+            await chat(engine, who, agent)
             return
-        for number, turns in enumerate(DEMO, start=1):
+        for number, script in enumerate(DEMO, start=1):
             print(f"--- conversation {number}")
-            await converse(engine, who, agent, turns)
+            memory = conversation(engine, who)
+            for text in script:
+                print(f"you: {text}")
+                await turn(agent, memory, text)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ from ._types import (
 
 __version__ = "0.1.0"
 
+__version__ = "0.1.0"  # the one place the version is written; pyproject.toml reads it
+
 __all__ = [
     "CaptureReport",
     "CaptureStep",

@@ -1,6 +1,7 @@
 """`KorelyMemory`: the context block as a `langchain_classic` memory, for legacy chains.
 
-Needs the `classic` extra: `pip install "langchain-korely[classic]"`.
+Needs the `classic` extra (langchain-classic); from a checkout:
+`pip install . "./integrations/langchain-korely[classic]"`.
 """
 
 from __future__ import annotations

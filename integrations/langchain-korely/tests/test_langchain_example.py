@@ -54,3 +54,50 @@ def test_the_demo_stays_offline_and_in_memory_whatever_the_environment(tmp_path:
     )
     remembers_lisbon(out)
     assert list(tmp_path.iterdir()) == []
+
+
+# The chat, with langchain-openai out of reach whether or not this environment has it.
+WITHOUT_LANGCHAIN_OPENAI = "import sys; sys.modules['langchain_openai'] = None; " + OFFLINE
+
+
+def run_chat(cwd: Path, typed: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_LANGCHAIN_OPENAI, str(CONFTEST), str(EXAMPLE), *args],
+        input=typed,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **env},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_a_key_without_langchain_openai_falls_back_to_the_scripted_model_with_one_notice(
+    tmp_path: Path,
+) -> None:
+    typed = "I live in Lisbon.\n/new\nWhere do I live?\n/quit\nI live in Porto.\n"
+    done = run_chat(tmp_path, typed, "--db", str(tmp_path / "chat.db"), OPENAI_API_KEY="dummy")
+    notices = [line for line in done.stderr.splitlines() if "OPENAI_API_KEY" in line]
+    assert notices == [
+        "OPENAI_API_KEY is set but langchain-openai is not installed "
+        "(pip install langchain-openai): the scripted model answers."
+    ]
+    assert "Traceback" not in done.stderr
+    # /new starts a new conversation, where the fact is read back; /quit ends the chat.
+    first, second = done.stdout.split("--- new conversation ---")
+    assert "[remember] Remembered home-city: Alex lives in Lisbon" in first
+    assert "bot> You live in Lisbon." in second
+    assert "Porto" not in done.stdout
+
+
+def test_the_chat_remembers_from_one_run_to_the_next(tmp_path: Path) -> None:
+    db = str(tmp_path / "chat.db")
+    first = run_chat(tmp_path, "I live in Lisbon.\n", "--db", db, OPENAI_API_KEY="")
+    assert "[remember] Remembered home-city: Alex lives in Lisbon" in first.stdout
+    assert "OPENAI_API_KEY" not in first.stderr
+    # The end of input ends a chat as /quit does; the next run reads the same database.
+    second = run_chat(tmp_path, "Where do I live?\n", "--db", db, OPENAI_API_KEY="")
+    assert "bot> You live in Lisbon." in second.stdout

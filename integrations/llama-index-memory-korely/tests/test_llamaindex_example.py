@@ -59,3 +59,53 @@ def test_demo_keeps_its_facts_in_the_db_it_is_given(tmp_path: Path) -> None:
     with MemoryEngine(f"sqlite:///{tmp_path / 'chatbot.db'}") as engine:
         [fact] = engine.get_facts(Identity(account="acme", user="giulia", agent="chatbot"))
     assert (fact.key, fact.content) == ("home-city", "The user lives in Rome")
+
+
+# The chat, with llama-index-llms-openai out of reach whether or not this environment has it.
+WITHOUT_OPENAI_LLM = 'import sys\nsys.modules["llama_index.llms.openai"] = None\n' + NO_NETWORK
+
+
+def run_chat(cwd: Path, typed: str, *arguments: str, key: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_OPENAI_LLM, str(EXAMPLE), *arguments],
+        input=typed,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPENAI_API_KEY": key},
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_a_key_without_the_openai_llm_falls_back_to_the_scripted_model_with_one_notice(
+    tmp_path: Path,
+) -> None:
+    typed = "Hi! I live in Rome.\n/new\nWhere do I live?\n/quit\nI live in Turin.\n"
+    done = run_chat(tmp_path, typed, "--db", str(tmp_path / "chatbot.db"), key="sk-not-a-real-key")
+    notices = [line for line in done.stderr.splitlines() if "OPENAI_API_KEY" in line]
+    assert notices == [
+        "OPENAI_API_KEY is set but llama-index-llms-openai is not installed "
+        "(pip install llama-index-llms-openai): the scripted model answers."
+    ]
+    assert "Traceback" not in done.stderr
+    # /new starts a new conversation, where the fact is read back; /quit ends the chat.
+    first, second = done.stdout.split("--- new conversation ---")
+    assert "Remembered home-city: The user lives in Rome" in first
+    assert "bot: From what you told me before: The user lives in Rome." in second
+    assert "Turin" not in done.stdout
+    with MemoryEngine(f"sqlite:///{tmp_path / 'chatbot.db'}") as engine:
+        [fact] = engine.get_facts(Identity(account="acme", user="giulia", agent="chatbot"))
+    assert fact.content == "The user lives in Rome"
+
+
+def test_the_chat_remembers_from_one_run_to_the_next(tmp_path: Path) -> None:
+    db = str(tmp_path / "chatbot.db")
+    first = run_chat(tmp_path, "I live in Rome.\n", "--db", db, key="")
+    assert "Remembered home-city: The user lives in Rome" in first.stdout
+    assert "OPENAI_API_KEY" not in first.stderr
+    # The end of input ends a chat as /quit does; the next run reads the same database.
+    second = run_chat(tmp_path, "Where do I live?\n", "--db", db, key="")
+    assert "bot: From what you told me before: The user lives in Rome." in second.stdout
