@@ -31,8 +31,6 @@ from ._types import (
     TrimReport,
 )
 
-__version__ = "0.1.0"
-
 __version__ = "0.1.0"  # the one place the version is written; pyproject.toml reads it
 
 __all__ = [
