@@ -1,0 +1,172 @@
+"""The MCP server over the tools, and its two transports.
+
+    from korely_memory import Identity, MemoryEngine
+    from korely_mcp import Caller, KorelyTools, create_server, run_stdio
+
+    tools = KorelyTools(MemoryEngine())
+    caller = Caller(Identity("acme", "giulia", "support-copilot"), reader="giulia-laptop")
+    anyio.run(run_stdio, create_server(tools, lambda: caller))
+
+Over stdio the process serves one client, whose caller the operator configures. Over
+streamable HTTP every request carries a bearer token; the SDK's bearer middleware asks the
+`TokenFile` for the caller, refuses a request without a good token (401) before it reaches
+the server, and keeps the caller where `caller_from_token` finds it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+
+import uvicorn
+from mcp import types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.stdio import stdio_server
+from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
+
+from korely_memory import PermissionDenied
+
+from . import _reads
+from .tokens import CallerToken, TokenFile
+from .tools import Caller, KorelyTools
+
+__all__ = [
+    "bind",
+    "caller_from_token",
+    "create_server",
+    "endpoint",
+    "http_app",
+    "run_http",
+    "run_stdio",
+]
+
+NAME = "korely-memory"
+VERSION = "0.1.0"
+INSTRUCTIONS = (
+    "This server keeps what is learnt about the person you work for between conversations. "
+    f"At the start of a conversation call {_reads.GET_CONTEXT} with the person's message as "
+    "the query; when it shows 'Changed since you last read', tell the person what changed if "
+    "you relied on it before. Keep lasting facts, correct wrong ones and forget the ones that "
+    "no longer hold with the other korely_ tools."
+)
+
+
+def create_server(tools: KorelyTools, caller_of: Callable[[], Caller]) -> Server:
+    """The MCP server offering ``tools``.
+
+    Args:
+        tools: The tools and the engine behind them.
+        caller_of: Who the current request is: a constant over stdio, `caller_from_token`
+            over HTTP. It may raise `PermissionDenied` to refuse the call.
+
+    Returns:
+        A low-level `mcp.server.Server`: run it with `run_stdio`, or serve `http_app(...)`.
+    """
+
+    async def list_tools(
+        ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools.definitions())
+
+    async def call_tool(
+        ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            caller = caller_of()
+        except PermissionDenied as error:
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=str(error))], is_error=True
+            )
+        return await tools.call(caller, params.name, params.arguments)
+
+    return Server(
+        NAME,
+        version=VERSION,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def caller_from_token() -> Caller:
+    """The caller of the current HTTP request, from the token the bearer middleware checked.
+
+    Raises:
+        PermissionDenied: The request carries no token the token file vouched for (the
+            middleware lets none through; this is the second lock).
+    """
+    token = get_access_token()
+    if not isinstance(token, CallerToken):
+        raise PermissionDenied("This request carries no valid bearer token.")
+    return token.caller
+
+
+async def run_stdio(server: Server) -> None:
+    """Serve one client over this process's stdin and stdout, until stdin closes."""
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def http_app(
+    server: Server, tokens: TokenFile, *, host: str, port: int, path: str = "/mcp"
+) -> Starlette:
+    """The streamable HTTP application, every request checked against ``tokens``.
+
+    Args:
+        server: The server, made with `caller_from_token`.
+        tokens: The token file.
+        host: The address served (on loopback, the SDK also checks the Host and Origin
+            headers against DNS rebinding).
+        port: The port served.
+        path: Where the endpoint is.
+
+    Returns:
+        An ASGI application.
+    """
+    # The SDK asks for an authorization server's URL. There is none (the operator issues the
+    # tokens), and with no resource_server_url the URL is published nowhere.
+    auth = AuthSettings(issuer_url=AnyHttpUrl(_url(host, port)), resource_server_url=None)
+    return server.streamable_http_app(
+        streamable_http_path=path, host=host, auth=auth, token_verifier=tokens
+    )
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (port 0: any free port)."""
+    family = socket.AF_INET6 if _is_ipv6(host) else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def run_http(app: Starlette, sock: socket.socket) -> None:
+    """Serve ``app`` on the bound socket until the process is told to stop."""
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def endpoint(sock: socket.socket, path: str) -> str:
+    """The URL a client connects to."""
+    host, port = sock.getsockname()[:2]
+    return _url(host, port) + path
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if _is_ipv6(host) else f"http://{host}:{port}"
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False

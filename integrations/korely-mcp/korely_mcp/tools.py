@@ -1,0 +1,234 @@
+"""The server's tools: `korely_get_context`, `korely_get_facts`, and one `korely_<name>` tool
+for each of the engine's memory tools (`korely_memory.tools.MEMORY_TOOLS`).
+
+    from korely_memory import Identity, MemoryEngine
+    from korely_mcp import Caller, KorelyTools
+
+    tools = KorelyTools(MemoryEngine())
+    caller = Caller(Identity("acme", "giulia", "support-copilot"), reader="giulia-laptop")
+    result = await tools.call(caller, "korely_remember", {"key": "home-city", "content": "..."})
+
+No tool takes an account, a user or an agent: the `Caller` of every call comes from the
+server's configuration (stdio) or from the bearer token (HTTP). A refused call is an MCP
+tool error (``isError``) whose text is the engine's sentence, so a model can act on it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from mcp import types
+from sqlalchemy.exc import SQLAlchemyError
+
+from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, limits
+from korely_memory.tools import MEMORY_TOOLS, UNREACHABLE, MemoryTool
+
+from . import _reads
+from ._held import HeldNotices
+from ._reads import GET_CONTEXT, GET_FACTS, ContextRequest, FactsRequest, Reply
+
+__all__ = ["PREFIX", "Caller", "KorelyTools"]
+
+logger = logging.getLogger("korely_mcp")
+
+PREFIX = "korely_"
+"""What the server puts before an engine tool's name (``remember`` -> ``korely_remember``)."""
+
+Request = TypeVar("Request", ContextRequest, FactsRequest)
+
+# An invalid name among these is the operator's mistake, never the model's: it raises.
+_SETUP_FIELDS = frozenset({"who", "account", "user", "agent", "reader"})
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Whose memory a call works on, and the reader name it reads under.
+
+    Attributes:
+        who: The identity (account, user, agent).
+        reader: The client's name as a reader: it is told once of changes to facts it read.
+        name: Whose calls acknowledge its held notices: one per client (a token's name over
+            HTTP). Two clients with one name would acknowledge each other's notices.
+    """
+
+    who: Identity
+    reader: str
+    name: str = "stdio"
+
+
+class KorelyTools:
+    """The tools one server offers, over one engine.
+
+    Args:
+        engine: The memory.
+        token_budget: The budget of a block when the model gives none.
+        hold: How long a block's changes are held for the caller's next call (seconds or
+            a ``timedelta``); None or 0 spends them as the block is read.
+        max_facts: Refuse a new key once an identity holds this many facts.
+        memory_tools: The engine's tools to offer, each as ``korely_<name>``.
+
+    Raises:
+        InvalidRequest: ``token_budget`` or ``hold`` breaks the engine's rule.
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        *,
+        token_budget: int = limits.DEFAULT_BUDGET,
+        hold: float | dt.timedelta | None = limits.DEFAULT_HOLD,
+        max_facts: int | None = None,
+        memory_tools: Sequence[MemoryTool] = MEMORY_TOOLS,
+    ) -> None:
+        self.engine = engine
+        self.token_budget = limits.check_token_budget(token_budget)
+        self.hold = limits.check_hold(hold) if hold else None
+        if max_facts is not None and (isinstance(max_facts, bool) or max_facts < 1):
+            raise InvalidRequest("max_facts", f"must be a positive integer, got {max_facts!r}")
+        self.max_facts = max_facts
+        self.held = HeldNotices(engine)
+        self._memory_tools = {PREFIX + tool.name: tool for tool in memory_tools}
+
+    def definitions(self) -> list[types.Tool]:
+        """The tools as `tools/list` gives them."""
+        reading = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+        return [
+            types.Tool(
+                name=GET_CONTEXT,
+                description=_reads.CONTEXT_DESCRIPTION,
+                input_schema=_object(_reads.CONTEXT_ARGUMENTS, required=[]),
+                output_schema=_reads.CONTEXT_OUTPUT,
+                annotations=reading,
+            ),
+            types.Tool(
+                name=GET_FACTS,
+                description=_reads.FACTS_DESCRIPTION,
+                input_schema=_object(_reads.FACTS_ARGUMENTS, required=[]),
+                output_schema=_reads.FACTS_OUTPUT,
+                annotations=reading,
+            ),
+            *(_definition(name, tool) for name, tool in self._memory_tools.items()),
+        ]
+
+    async def call(
+        self, caller: Caller, name: str, arguments: Mapping[str, Any] | None
+    ) -> types.CallToolResult:
+        """Run one `tools/call` of ``caller``'s.
+
+        The call first acknowledges the notices ``caller``'s earlier blocks held: it has
+        them, since it calls again.
+
+        Raises:
+            InvalidRequest: ``caller`` is not a valid identity or reader (the operator's
+                mistake, checked when the server starts).
+        """
+        await self.held.acknowledge(caller.name)
+        arguments = arguments or {}
+        if name == GET_CONTEXT:
+            reply = await self._get_context(caller, arguments)
+        elif name == GET_FACTS:
+            reply = await self._get_facts(caller, arguments)
+        elif name in self._memory_tools:
+            reply = await self._run(self._memory_tools[name], caller, arguments)
+        else:
+            known = ", ".join(t.name for t in self.definitions())
+            reply = Reply(f"There is no tool named {name!r}; the tools are {known}.", ok=False)
+        if reply.receipt is not None:
+            self.held.keep(caller.name, reply.receipt)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=reply.text)],
+            structured_content=reply.structured,
+            is_error=not reply.ok,
+        )
+
+    async def _get_context(self, caller: Caller, arguments: Mapping[str, Any]) -> Reply:
+        request = _reads.check_context(arguments, self.token_budget)
+        if isinstance(request, Reply):
+            return request
+        return await self._read(self._block, caller, request)
+
+    def _block(self, caller: Caller, request: ContextRequest) -> Reply:
+        block = self.engine.get_context(
+            caller.who,
+            request.query,
+            reader=caller.reader,
+            token_budget=request.token_budget,
+            changes=request.changes,
+            hold=self.hold,
+        )
+        return _reads.context_reply(block)
+
+    async def _get_facts(self, caller: Caller, arguments: Mapping[str, Any]) -> Reply:
+        request = _reads.check_facts(arguments)
+        if isinstance(request, Reply):
+            return request
+        return await self._read(self._facts, caller, request)
+
+    def _facts(self, caller: Caller, request: FactsRequest) -> Reply:
+        # With the reader, the facts handed over are marked: a change to one is told later.
+        facts = self.engine.get_facts(
+            caller.who,
+            as_of=request.as_of,
+            include_invalidated=request.include_invalidated,
+            reader=caller.reader,
+        )
+        return _reads.facts_reply(facts, request)
+
+    async def _read(
+        self, read: Callable[[Caller, Request], Reply], caller: Caller, request: Request
+    ) -> Reply:
+        try:
+            reply = await anyio.to_thread.run_sync(read, caller, request)
+        except InvalidRequest as error:
+            if error.field in _SETUP_FIELDS:
+                raise
+            return _reads.refuse_error(str(error))
+        except KorelyError as error:
+            return _reads.refuse_error(str(error))
+        except SQLAlchemyError:
+            logger.exception("a read could not reach the memory")
+            return _reads.refuse_error(UNREACHABLE)
+        return reply
+
+    async def _run(self, tool: MemoryTool, caller: Caller, arguments: Mapping[str, Any]) -> Reply:
+        run = functools.partial(
+            tool.run,
+            self.engine,
+            caller.who,
+            arguments,
+            reader=caller.reader,
+            max_facts=self.max_facts,
+        )
+        result = await anyio.to_thread.run_sync(run)
+        return Reply(result.text, ok=result.ok)
+
+
+def _definition(name: str, tool: MemoryTool) -> types.Tool:
+    arguments = {
+        a.name: {"type": "boolean" if a.kind is bool else "string", "description": a.description}
+        for a in tool.arguments
+    }
+    required = [a.name for a in tool.arguments if a.required]
+    return types.Tool(
+        name=name,
+        description=tool.description,
+        input_schema=_object(arguments, required=required),
+        annotations=types.ToolAnnotations(open_world_hint=False),
+    )
+
+
+def _object(properties: Mapping[str, Any], *, required: list[str]) -> dict[str, Any]:
+    # additionalProperties: false tells the model what the tools check anyway: an argument
+    # besides these (an account, a user) is refused, never used.
+    return {
+        "type": "object",
+        "properties": dict(properties),
+        "required": required,
+        "additionalProperties": False,
+    }

@@ -1,0 +1,210 @@
+"""The tools in this process: what the model may send, what it gets back, and when the
+notices a block shows are spent."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+import sqlalchemy as sa
+from mcp import Client
+
+from korely_mcp import Caller, KorelyTools, create_server
+from korely_memory import InvalidRequest, MemoryEngine, PermissionDenied
+from korely_memory.tools import UNREACHABLE, MemoryTool, ToolArgument
+
+from .servers import GIULIA, text
+
+LAPTOP = Caller(GIULIA, reader="laptop", name="laptop")
+CHANGED = "## Changed since you last read"
+SHORT_HOLD = 0.3
+EMPTY = ("korely_get_context", {})  # a block, with no query
+
+
+@pytest.fixture
+def sqlite_engine(sqlite_url: str) -> Iterator[MemoryEngine]:
+    with MemoryEngine(sqlite_url) as engine:
+        yield engine
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "refusal"),
+    [
+        ("korely_get_context", {"query": 3}, "Not read: query must be text."),
+        ("korely_get_context", {"token_budget": "800"}, "Not read: token_budget must be a whole"),
+        (
+            "korely_get_context",
+            {"token_budget": 10},
+            "Not read: token_budget: must be between 50 and 8000, got 10.",
+        ),
+        ("korely_get_context", {"changes": ["typo"]}, "Not read: changes: unknown causes ['typo']"),
+        ("korely_get_context", {"changes": {"all": 1}}, "Not read: changes must be 'all' or a"),
+        ("korely_get_context", {"who": "acme"}, "Not read: this tool takes only query, "),
+        ("korely_get_facts", {"as_of": "last week"}, "Not read: as_of must be a date (2026-03-01)"),
+        ("korely_get_facts", {"as_of": 20260301}, "Not read: as_of must be a date (2026-03-01)"),
+        ("korely_get_facts", {"include_invalidated": "yes"}, "Not read: include_invalidated must"),
+        ("korely_get_facts", {"agent": "other"}, "Not read: this tool takes only "),
+        ("korely_nope", {}, "There is no tool named 'korely_nope'; the tools are korely_get_"),
+    ],
+)
+async def test_a_bad_argument_is_refused_with_a_sentence_naming_it(
+    sqlite_engine: MemoryEngine, tool: str, arguments: dict[str, Any], refusal: str
+) -> None:
+    result = await KorelyTools(sqlite_engine).call(LAPTOP, tool, arguments)
+    assert result.is_error
+    assert text(result).startswith(refusal)
+    assert result.structured_content is None
+
+
+async def test_the_forms_a_client_may_send_are_read(sqlite_engine: MemoryEngine) -> None:
+    tools = KorelyTools(sqlite_engine)
+    sqlite_engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+    tomorrow = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
+    for tool, arguments in [
+        ("korely_get_context", {"token_budget": 120.0, "changes": "all", "query": None}),
+        ("korely_get_context", {"changes": ["corrected", "forgotten"], "token_budget": None}),
+        ("korely_get_facts", {"as_of": f"{tomorrow:%Y-%m-%d}"}),
+        ("korely_get_facts", {"as_of": f"{tomorrow:%Y-%m-%dT%H:%M:%S}Z"}),
+        ("korely_get_facts", {"as_of": tomorrow.isoformat(), "include_invalidated": None}),
+    ]:
+        result = await tools.call(LAPTOP, tool, arguments)
+        assert not result.is_error, (arguments, text(result))
+        assert "Giulia lives in Rome" in text(result)
+    past = await tools.call(LAPTOP, "korely_get_facts", {"as_of": "2020-01-01"})
+    assert (text(past), past.structured_content) == ("No facts were true then.", {"facts": []})
+
+
+async def test_the_facts_list_says_what_each_version_is(sqlite_engine: MemoryEngine) -> None:
+    tools = KorelyTools(sqlite_engine)
+    sqlite_engine.remember(GIULIA, "pet", "Giulia has a cat")
+    sqlite_engine.forget(GIULIA, "pet", erase=True)
+    await tools.call(
+        LAPTOP,
+        "korely_remember",
+        {"key": "office", "content": "Acme's office is in Milan", "account_wide": True},
+    )
+    result = await tools.call(LAPTOP, "korely_get_facts", {"include_invalidated": True})
+    today = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}"
+    assert text(result).splitlines() == [
+        f"- office (proposed for the account): Acme's office is in Milan (since {today})",
+        f"- pet: (its words were erased) ({today} to {today}, erased)",
+    ]
+    assert result.structured_content is not None
+    assert [
+        (f["key"], f["content"], f["end_cause"]) for f in result.structured_content["facts"]
+    ] == [
+        ("office", "Acme's office is in Milan", None),
+        ("pet", None, "erased"),
+    ]
+
+
+async def test_the_next_call_of_the_same_caller_spends_the_notices_of_its_last_block(
+    engine: MemoryEngine,
+) -> None:
+    tools = KorelyTools(engine, hold=SHORT_HOLD)
+    phone = Caller(GIULIA, reader="laptop", name="phone")  # another client, one reader name
+    engine.remember(GIULIA, "home-city", "Giulia lives in Rome", reader="laptop")
+    engine.correct(GIULIA, "home-city", "Giulia lives in Milan", reader="crm")
+
+    told = await tools.call(LAPTOP, "korely_get_context", {})
+    assert CHANGED in text(told)
+    assert tools.held.waiting("laptop") == 1
+    await tools.call(phone, "korely_get_facts", {})  # not the laptop's call: spends nothing
+    assert tools.held.waiting("laptop") == 1
+    await tools.call(LAPTOP, "korely_get_facts", {})
+    assert tools.held.waiting("laptop") == 0
+    await anyio.sleep(SHORT_HOLD + 0.2)
+    assert CHANGED not in engine.get_context(GIULIA, reader="laptop").text
+
+
+async def test_a_notice_never_followed_by_a_call_is_told_again_once_the_hold_runs_out(
+    engine: MemoryEngine,
+) -> None:
+    tools = KorelyTools(engine, hold=SHORT_HOLD)
+    engine.remember(GIULIA, "home-city", "Giulia lives in Rome", reader="laptop")
+    engine.correct(GIULIA, "home-city", "Giulia lives in Milan", reader="crm")
+    assert CHANGED in text(await tools.call(LAPTOP, "korely_get_context", {}))
+    read_at = time.monotonic()
+    assert CHANGED not in text(await tools.call(Caller(GIULIA, "laptop", "phone"), *EMPTY))
+    await anyio.sleep(max(0.0, read_at + SHORT_HOLD + 0.2 - time.monotonic()))
+    assert CHANGED in text(await tools.call(Caller(GIULIA, "laptop", "phone"), *EMPTY))
+
+
+async def test_with_no_hold_a_block_spends_its_notices_as_it_is_read(engine: MemoryEngine) -> None:
+    tools = KorelyTools(engine, hold=0)
+    engine.remember(GIULIA, "home-city", "Giulia lives in Rome", reader="laptop")
+    engine.correct(GIULIA, "home-city", "Giulia lives in Milan", reader="crm")
+    assert CHANGED in text(await tools.call(LAPTOP, *EMPTY))
+    assert tools.held.waiting("laptop") == 0
+    assert CHANGED not in text(await tools.call(LAPTOP, *EMPTY))
+
+
+async def test_every_engine_tool_is_offered_whatever_its_name(sqlite_engine: MemoryEngine) -> None:
+    def recall(engine: MemoryEngine, who: Any, arguments: dict[str, Any], options: Any) -> str:
+        return f"Nothing about {arguments['about']} for {who.user} ({options.reader})."
+
+    search = MemoryTool(
+        name="recall",
+        description="Search the memories.",
+        arguments=(ToolArgument("about", "What to look for."),),
+        refusal="Not found",
+        perform=recall,
+    )
+    tools = KorelyTools(sqlite_engine, memory_tools=(search,))
+    [definition] = [t for t in tools.definitions() if t.name == "korely_recall"]
+    assert definition.input_schema["properties"] == {
+        "about": {"type": "string", "description": "What to look for."}
+    }
+    assert definition.input_schema["required"] == ["about"]
+    found = await tools.call(LAPTOP, "korely_recall", {"about": "cats"})
+    assert text(found) == "Nothing about cats for giulia (laptop)."
+    refused = await tools.call(LAPTOP, "korely_recall", {"about": "cats", "user": "marco"})
+    assert refused.is_error
+    assert text(refused).startswith("Not found: this tool takes only about, not user.")
+
+
+async def test_a_memory_that_cannot_be_reached_gives_a_neutral_sentence(
+    sqlite_url: str, sqlite_engine: MemoryEngine
+) -> None:
+    tools = KorelyTools(sqlite_engine)
+    broken = sa.create_engine(sqlite_url)
+    with broken.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE korely_facts")
+    broken.dispose()
+    read = await tools.call(LAPTOP, "korely_get_context", {"query": "anything"})
+    facts = await tools.call(LAPTOP, "korely_get_facts", {})
+    for result in (read, facts):
+        assert result.is_error
+        assert text(result) == f"Not read: {UNREACHABLE}."
+        assert "korely_facts" not in text(result)
+
+
+async def test_a_caller_the_server_cannot_name_is_refused(sqlite_engine: MemoryEngine) -> None:
+    def nobody() -> Caller:
+        raise PermissionDenied("This request carries no valid bearer token.")
+
+    async with Client(create_server(KorelyTools(sqlite_engine), nobody)) as client:
+        result = await client.call_tool("korely_get_facts", {})
+    assert result.is_error
+    assert text(result) == "This request carries no valid bearer token."
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"token_budget": 10}, "token_budget"),
+        ({"hold": -1}, "hold"),
+        ({"hold": 86_401}, "hold"),
+        ({"max_facts": 0}, "max_facts"),
+    ],
+)
+def test_a_bad_setting_is_refused_when_the_tools_are_made(
+    sqlite_engine: MemoryEngine, options: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        KorelyTools(sqlite_engine, **options)
+    assert caught.value.field == field
