@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_CHECK = ROOT / ".ci" / "install-check"
-INTEGRATIONS = ["langchain-korely", "llama-index-memory-korely"]
+INTEGRATIONS = ["langchain-korely", "llama-index-memory-korely", "korely-mcp"]
 # Every place that tells a reader what to install.
 DOCS = sorted(
     [
@@ -43,6 +43,15 @@ def commands(text: str, program: str) -> list[str]:
     return [" ".join(command.split()) for command in found]
 
 
+def tried_by_ci() -> set[str]:
+    """The installs `.ci/run` makes itself: the README's test command, in a fresh venv."""
+    return set(commands((ROOT / ".ci" / "run").read_text(), "pip install"))
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    assert "pip install -r requirements-dev.txt" in tried_by_ci()
+
+
 def test_the_install_check_lists_every_check() -> None:
     assert set(checks()) == {
         "engine",
@@ -53,12 +62,13 @@ def test_the_install_check_lists_every_check() -> None:
         "quickstart",
         "langchain-tests",
         "llamaindex-tests",
-        "dev",
+        "mcp",
+        "mcp-postgres",
     }
 
 
 def test_every_documented_install_command_is_tried_in_a_fresh_venv() -> None:
-    tried = {command for command, _ in checks().values()}
+    tried = {command for command, _ in checks().values()} | tried_by_ci()
     for doc in DOCS:
         for command in commands(doc.read_text(), "pip install"):
             if set(command.split()[2:]) <= ELSEWHERE:
@@ -85,8 +95,8 @@ def test_no_document_installs_this_project_from_the_package_index() -> None:
 
 def test_each_integration_readme_gives_the_test_command_that_is_tried() -> None:
     tried = checks()
-    named = ["langchain-tests", "llamaindex-tests"]
-    for integration, check in zip(INTEGRATIONS, named, strict=True):
+    named = {"langchain-korely": "langchain-tests", "llama-index-memory-korely": "llamaindex-tests"}
+    for integration, check in named.items():
         readme = (ROOT / "integrations" / integration / "README.md").read_text()
         install, run = tried[check]
         assert install in commands(readme, "pip install"), integration
