@@ -14,6 +14,7 @@ PUBLIC = [
     "KorelyMemory",
     "KorelyMiddleware",
     "KorelyRemember",
+    "KorelyTool",
     "korely_tools",
 ]
 
