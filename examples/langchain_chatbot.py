@@ -59,14 +59,16 @@ class ScriptedModel(BaseChatModel):
         last = messages[-1]
         if isinstance(last, ToolMessage):
             return AIMessage(content="Noted, I'll remember that.")
-        said = last.text if isinstance(last, HumanMessage) else ""
+        # The memory comes in a <memory> section before the user's own words.
+        said = last.text.rpartition("</memory>")[2] if isinstance(last, HumanMessage) else ""
         if moved := re.search(r"\bI live in ([^.!?]+)", said, re.IGNORECASE):
             fact = f"{self.user} lives in {moved.group(1).strip()}"
             call = {"name": "remember", "args": {"key": "home-city", "content": fact}, "id": "c1"}
             return AIMessage(content="", tool_calls=[call])
         if re.search(r"\bwhere do I live\b", said, re.IGNORECASE):
+            prompt = "\n".join(m.text for m in messages)
             known = re.search(
-                r"^- home-city: .* lives in (.+?)(?: \(since [^)]*\))?$", messages[0].text, re.M
+                r"^- home-city: .* lives in (.+?)(?: \(since [^)]*\))?$", prompt, re.M
             )
             if known:
                 return AIMessage(content=f"You live in {known.group(1)}.")

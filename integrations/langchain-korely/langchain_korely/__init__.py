@@ -15,7 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langchain_korely.middleware import KorelyMiddleware
-from langchain_korely.tools import KorelyCorrect, KorelyForget, KorelyRemember, korely_tools
+from langchain_korely.tools import (
+    KorelyCorrect,
+    KorelyForget,
+    KorelyRemember,
+    KorelyTool,
+    korely_tools,
+)
 
 if TYPE_CHECKING:
     from langchain_korely.memory import KorelyMemory
@@ -26,6 +32,7 @@ __all__ = [
     "KorelyMemory",
     "KorelyMiddleware",
     "KorelyRemember",
+    "KorelyTool",
     "korely_tools",
 ]
 

@@ -1,31 +1,36 @@
-"""Where a run's identity comes from: the runtime, never the model."""
+"""Where a run's identity comes from: the run, never the model."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from korely_memory import Identity
+from korely_memory import Identity, InvalidRequest
 
 IdentityResolver = Callable[[Any], Identity]
-"""Turns a run's runtime into the `Identity` whose memory it reads and writes.
+"""Turns a run into the `Identity` whose memory it reads and writes.
 
-It is called with the langgraph `Runtime` (in the middleware) or the
-`ToolRuntime` (in the tools); both carry `.context`, `.store` and `.server_info`.
+It is called with the run as the tools see it (LangGraph's `ToolRuntime`) and as
+the middleware sees it (the model call's `Runtime` with the run's `config` and
+`state` added), so one resolver serves both: each has `.context`, `.config`,
+`.state`, `.store`, `.server_info` and `.execution_info`.
 """
 
 _FIELDS = ("account", "user", "agent")
 _MISSING = object()
 
 
-def identity_from_context(runtime: Any) -> Identity:
+def identity_from_context(run: Any) -> Identity:
     """The default resolver: the identity is the run's context.
 
     The context may be an `Identity`, any object with `account`, `user` and
     `agent` attributes, or a mapping with those keys, as passed with
     `agent.invoke(..., context=...)`.
+
+    Raises:
+        InvalidRequest: The context holds no identity (`field` is `context`).
     """
-    context = getattr(runtime, "context", None)
+    context = getattr(run, "context", None)
     if isinstance(context, Identity):
         return context
     if isinstance(context, Mapping):
@@ -33,10 +38,27 @@ def identity_from_context(runtime: Any) -> Identity:
     else:
         values = [getattr(context, name, _MISSING) for name in _FIELDS]
     if context is None or any(value is _MISSING for value in values):
-        raise ValueError(
+        raise InvalidRequest(
+            "context",
             "korely-memory needs the run's identity: invoke the agent with "
             "context=Identity(account=..., user=..., agent=...), or pass identity_from= "
-            f"to say where it comes from (the run's context was {type(context).__name__})."
+            f"to say where it comes from (the run's context was {type(context).__name__}).",
         )
     account, user, agent = values
     return Identity(account=account, user=user, agent=agent)
+
+
+class RunView:
+    """A model call's `Runtime` seen as a tool sees its run: with `config` and `state`.
+
+    A resolver written for tools (`runtime.config["configurable"][...]`) thus
+    works in the middleware as well; every other attribute is the `Runtime`'s.
+    """
+
+    def __init__(self, runtime: Any, config: Mapping[str, Any], state: Any) -> None:
+        self._runtime = runtime
+        self.config = config
+        self.state = state
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)

@@ -2,50 +2,48 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
     ModelRequest,
     ModelResponse,
-    PrivateStateAttr,
 )
-from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
-from langgraph.channels.untracked_value import UntrackedValue
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
-from typing_extensions import NotRequired
+from sqlalchemy.exc import SQLAlchemyError
 
-from korely_memory import MemoryEngine
-from korely_memory import limits
-from langchain_korely._identity import IdentityResolver, identity_from_context
-from langchain_korely.tools import korely_tools
+from korely_memory import ContextBlock, InvalidRequest, KorelyError, MemoryEngine, limits
+from langchain_korely._checks import check_tool_names, to_acknowledge
+from langchain_korely._events import watching
+from langchain_korely._identity import IdentityResolver, RunView, identity_from_context
+from langchain_korely._placement import PLACEMENTS, Placement, with_block
+from langchain_korely._turns import Turn, TurnKey, Turns, turn_of
+from langchain_korely.tools import KorelyTool, check_tool_prefix, korely_tools
 
-_BLOCK = "korely_context"
+logger = logging.getLogger("langchain_korely")
 
-
-class KorelyState(AgentState[Any]):
-    """Agent state with the context block of the current run.
-
-    The block lives in an untracked channel: it lasts for one invocation of the
-    agent, is never checkpointed, and belongs to that run alone.
-    """
-
-    korely_context: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
-class KorelyMiddleware(AgentMiddleware[KorelyState, Any]):
-    """Puts the identity's memory into the system prompt and gives the agent its tools.
+class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
+    """Gives an agent the identity's memory in its prompt, and the memory tools.
 
-    When an invocation (one user turn) starts, it asks the engine for the
-    context block once, with the latest user message as the query, and keeps
-    it in the run's state; every model call of that run, retries included,
-    gets the same block after the agent's own system prompt. A "changed since
-    you last read" notice is thus in every prompt of the run that reads it,
-    whatever other middleware does around the model call. It also registers
-    the `remember`, `correct` and `forget` tools.
+    The block (changes since this reader last read, known facts, relevant
+    memories) is read once per user turn, at the run's first model call, with
+    the latest user message as the query; every model call of the turn, a
+    retry and the run resumed after an interrupt get the same block, until the
+    agent's own tools write (the next model call then reads again). The block
+    is never put in the graph's state: no stream mode, no event and no
+    checkpoint carries it.
+
+    Changes shown are held, not spent, and acknowledged only once a model call
+    with the block in its prompt has answered: a failed call, a retried run or
+    an interrupted one tells them again, once.
 
     Example:
         ```python
@@ -61,17 +59,21 @@ class KorelyMiddleware(AgentMiddleware[KorelyState, Any]):
         ```
     """
 
-    state_schema = KorelyState
-
     def __init__(
         self,
         engine: MemoryEngine,
         *,
         reader: str | None = None,
-        token_budget: int = 800,
+        token_budget: int = limits.DEFAULT_BUDGET,
         changes: str | Sequence[str] | None = None,
         max_facts: int | None = None,
         identity_from: IdentityResolver | None = None,
+        placement: Placement = "context",
+        cache_marker: Mapping[str, Any] | None = None,
+        read_only: bool = False,
+        on_error: str = "raise",
+        tool_prefix: str = "",
+        name: str | None = None,
     ) -> None:
         """Configure the middleware.
 
@@ -79,48 +81,111 @@ class KorelyMiddleware(AgentMiddleware[KorelyState, Any]):
             engine: The memory to read and write.
             reader: This agent's own name as a reader. With a reader, the engine
                 keeps what it handed over and tells the agent, once, when a fact
-                it read has changed. Without one, no notices are told.
+                it read has changed; the tools pass it to every write, so the
+                agent is not told its own changes. Without one, no notices.
             token_budget: The most tokens the block may take (50 to 8000).
             changes: Which kinds of change to tell, as `engine.get_context` takes
                 them (`None`: the engine's default; `"all"`: every kind).
             max_facts: Ceiling passed to the `remember` tool.
-            identity_from: Where the identity comes from, given the run's
-                runtime; by default the run's context
+            identity_from: Where the identity comes from, given the run (see
+                `IdentityResolver`); by default the run's context
                 (`agent.invoke(..., context=Identity(...))`).
+            placement: `"context"` (the system prompt stays the same on every
+                call; the part that changes goes in the latest user message) or
+                `"system"` (the whole block after the system prompt).
+            cache_marker: Keys added to the content block of the stable note,
+                e.g. `{"cache_control": {"type": "ephemeral"}}`, so that the
+                provider caches the system prompt up to it.
+            read_only: Give the block only, no tools (for models without tool
+                calling, or agents that must not write).
+            on_error: `"raise"` (a database failure fails the run) or
+                `"continue"` (the model answers without memory; a warning is
+                logged).
+            tool_prefix: Put before the tools' names (`"memory_"`: `memory_remember`,
+                ...), when the agent has tools of those names or a second
+                `KorelyMiddleware`.
+            name: The middleware's name in the graph; by default `KorelyMiddleware`,
+                followed by `_<tool_prefix>` when there is one.
 
         Raises:
-            InvalidRequest: `reader`, `token_budget` or `changes` is not one the
-                engine takes; `field` names which.
+            InvalidRequest: An argument is not one the middleware takes; `field`
+                names which.
         """
         super().__init__()
         limits.check_reader(reader)
         limits.check_token_budget(token_budget)
         limits.check_changes(changes)
+        check_tool_prefix(tool_prefix)
+        if placement not in PLACEMENTS:
+            raise InvalidRequest(
+                "placement", f"must be 'system' or 'context', not {placement!r:.40}"
+            )
+        if on_error not in ("raise", "continue"):
+            raise InvalidRequest("on_error", f"must be 'raise' or 'continue', not {on_error!r:.40}")
+        if not isinstance(read_only, bool):
+            raise InvalidRequest("read_only", "must be True or False")
+        if cache_marker is not None and not isinstance(cache_marker, Mapping):
+            raise InvalidRequest("cache_marker", "must be a mapping of content block keys")
+        if identity_from is not None and not callable(identity_from):
+            raise InvalidRequest("identity_from", "must be a function of the run")
+        name = (
+            name
+            if name is not None
+            else "KorelyMiddleware" + (f"_{tool_prefix}" * bool(tool_prefix))
+        )
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InvalidRequest("name", "must be 1 to 100 letters, digits, '_' or '-'")
         self.engine = engine
         self.reader = reader
         self.token_budget = token_budget
         self.changes = changes
+        self.placement: Placement = placement
+        self.cache_marker = dict(cache_marker) if cache_marker is not None else None
+        self.read_only = read_only
+        self.on_error = on_error
+        self._name = name
         self.identity_from: IdentityResolver = identity_from or identity_from_context
-        self.tools = korely_tools(engine, max_facts, identity_from=identity_from)
+        self.tools: list[KorelyTool] = []
+        if not read_only:
+            self.tools = korely_tools(
+                engine,
+                max_facts,
+                identity_from=self.identity_from,
+                reader=reader,
+                tool_prefix=tool_prefix,
+            )
+        for tool in self.tools:
+            tool._written = self._written
+        self._turns = Turns()
 
-    def before_agent(self, state: KorelyState, runtime: Runtime[Any]) -> dict[str, Any]:
-        """Read the block for this invocation and keep it in the run's state."""
-        return {_BLOCK: self._read(state["messages"], runtime)}
-
-    async def abefore_agent(self, state: KorelyState, runtime: Runtime[Any]) -> dict[str, Any]:
-        """Async twin of `before_agent`."""
-        return await asyncio.to_thread(self.before_agent, state, runtime)
+    @property
+    def name(self) -> str:
+        """The middleware's name in the graph (its nodes are named after it)."""
+        return self._name
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
-        """Call the model with the run's block after the system prompt."""
-        block = _kept(request)
-        if block is None:
-            block = self._read(request.messages, request.runtime)
-        return handler(_with_block(request, block))
+        """Call the model with the turn's block in its prompt."""
+        key = self._turn_key(request)
+        turn = self._turns.find(key) or self._read(key)
+        if turn.block is None:
+            return handler(request)
+        with watching(*_watched(turn.block)) as watch:
+            try:
+                response = handler(self._placed(request, turn.block))
+            except BaseException:
+                self._turns.failed(key, turn)
+                raise
+        if to_acknowledge(watch, turn, self.name):
+            try:
+                self.engine.acknowledge(turn.block.receipt)  # type: ignore[arg-type]
+            except Exception:
+                logger.warning("could not acknowledge a korely-memory block", exc_info=True)
+            self._turns.acknowledged(key, turn)
+        return response
 
     async def awrap_model_call(
         self,
@@ -128,43 +193,100 @@ class KorelyMiddleware(AgentMiddleware[KorelyState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        block = _kept(request)
-        if block is None:
-            block = await asyncio.to_thread(self._read, request.messages, request.runtime)
-        return await handler(_with_block(request, block))
+        key = self._turn_key(request)
+        turn = self._turns.find(key) or await self._aread(key)
+        if turn.block is None:
+            return await handler(request)
+        with watching(*_watched(turn.block)) as watch:
+            try:
+                response = await handler(self._placed(request, turn.block))
+            except BaseException:
+                self._turns.failed(key, turn)
+                raise
+        if to_acknowledge(watch, turn, self.name):
+            try:
+                await self.engine.aacknowledge(turn.block.receipt)  # type: ignore[arg-type]
+            except Exception:
+                logger.warning("could not acknowledge a korely-memory block", exc_info=True)
+            self._turns.acknowledged(key, turn)
+        return response
 
-    def _read(self, messages: Sequence[AnyMessage], runtime: Runtime[Any]) -> str:
-        return self.engine.get_context(
-            self.identity_from(runtime),
-            _latest_user_text(messages),
-            reader=self.reader,
-            token_budget=self.token_budget,
-            changes=self.changes,
-        ).text
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """Forget the finished turn's block: nothing of it stays in the process."""
+        config = var_child_runnable_config.get() or {}
+        try:
+            who = self.identity_from(RunView(runtime, config, state))
+        except KorelyError:  # a run without identity never read a block
+            return
+        self._turns.finished(turn_of(_messages(state), config, who))
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """Async twin of `after_agent`."""
+        self.after_agent(state, runtime)
+
+    def _turn_key(self, request: ModelRequest[Any]) -> TurnKey:
+        check_tool_names(self.tools, request.tools, self.name)
+        config = var_child_runnable_config.get() or {}
+        who = self.identity_from(RunView(request.runtime, config, request.state))
+        return turn_of(_messages(request.state) or request.messages, config, who)
+
+    def _read(self, key: TurnKey) -> Turn:
+        block: ContextBlock | None = None
+        try:
+            block = self.engine.get_context(key.who, key.query, **self._options())
+        except SQLAlchemyError:
+            if self.on_error == "raise":
+                raise
+            _log_unavailable()
+        return self._kept(key, block)
+
+    async def _aread(self, key: TurnKey) -> Turn:
+        block: ContextBlock | None = None
+        try:
+            block = await self.engine.aget_context(key.who, key.query, **self._options())
+        except SQLAlchemyError:
+            if self.on_error == "raise":
+                raise
+            _log_unavailable()
+        return self._kept(key, block)
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "reader": self.reader,
+            "token_budget": self.token_budget,
+            "changes": self.changes,
+            "hold": True,
+        }
+
+    def _kept(self, key: TurnKey, block: ContextBlock | None) -> Turn:
+        turn = Turn(block, key.query, self._turns.now())
+        self._turns.keep(key, turn)
+        return turn
+
+    def _placed(self, request: ModelRequest[Any], block: ContextBlock) -> ModelRequest[Any]:
+        return with_block(request, block, self.placement, self.cache_marker)
+
+    def _written(self, runtime: Any) -> None:
+        """A tool of this middleware wrote: the turn's next model call reads the memory again."""
+        config = getattr(runtime, "config", None) or {}
+        who = self.identity_from(runtime)
+        self._turns.written(turn_of(_messages(runtime.state), config, who))
 
 
-def _kept(request: ModelRequest[Any]) -> str | None:
-    # The state lacks the block only in a run resumed after an interrupt: it is
-    # not checkpointed, so each model call of such a run reads it anew.
-    block = request.state.get(_BLOCK)
-    return block if isinstance(block, str) else None
+def _messages(state: Any) -> list[Any]:
+    """The messages of a graph state, a mapping or an object."""
+    found = (
+        state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)
+    )
+    return list(found or [])
 
 
-def _latest_user_text(messages: Sequence[AnyMessage]) -> str | None:
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            return message.text or None
-    return None
+def _log_unavailable() -> None:
+    logger.warning(
+        "korely-memory could not be read; the model answers without memory", exc_info=True
+    )
 
 
-def _with_block(request: ModelRequest[Any], block: str) -> ModelRequest[Any]:
-    system = request.system_message
-    if system is None:
-        return request.override(system_message=SystemMessage(content=block))
-    content = system.content
-    if isinstance(content, str):
-        merged: str | list[str | dict[str, Any]] = f"{content}\n\n{block}" if content else block
-    else:
-        # Content blocks (e.g. with cache markers) stay as they are; ours goes last.
-        merged = [*content, {"type": "text", "text": block}]
-    return request.override(system_message=system.model_copy(update={"content": merged}))
+def _watched(block: ContextBlock) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What must reach the model (the stable note and the rest), and what events must not show."""
+    return (block.stable, block.volatile), (block.volatile,)

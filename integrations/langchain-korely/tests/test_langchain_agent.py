@@ -3,152 +3,107 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelRetryMiddleware
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
 from pydantic import Field
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory.limits import MAX_BUDGET, MIN_BUDGET
 from langchain_korely import KorelyMiddleware
 
-PROMPT = "You are Acme's support agent."
-CHANGED = "## Changed since you last read"
-
-
-class ScriptedChatModel(GenericFakeChatModel):
-    """Answers from a script, one reply per call, and records every prompt it receives."""
-
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-    failures: int = 0
-    """How many calls fail, with a connection error, before the script is followed."""
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.received.append(list(messages))
-        if self.failures:
-            self.failures -= 1
-            raise ConnectionError("the model is unreachable")
-        return super()._generate(messages, *args, **kwargs)
-
-    @property
-    def system_prompts(self) -> list[str]:
-        """The system message of each call so far, as text."""
-        return [m[0].text if isinstance(m[0], SystemMessage) else "" for m in self.received]
-
-
-def scripted(*replies: AIMessage | str) -> ScriptedChatModel:
-    return ScriptedChatModel(messages=iter(replies))
-
-
-def calls(name: str, **args: Any) -> AIMessage:
-    """A model reply that calls one tool."""
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call-{name}"}])
-
-
-def tool_replies(result: dict[str, Any]) -> list[str]:
-    return [m.text for m in result["messages"] if isinstance(m, ToolMessage)]
-
-
-async def ask(agent: Any, text: str, who: Any, use_async: bool, **config: Any) -> dict[str, Any]:
-    """One user turn, in a fresh conversation unless `config` names a thread."""
-    state = {"messages": [("user", text)]}
-    if use_async:
-        return await agent.ainvoke(state, config=config or None, context=who)
-    return agent.invoke(state, config=config or None, context=who)
-
-
-def agent_with(model: ScriptedChatModel, engine: MemoryEngine, **options: Any) -> Any:
-    options.setdefault("reader", "support-bot")
-    return create_agent(
-        model, system_prompt=PROMPT, middleware=[KorelyMiddleware(engine, **options)]
-    )
+from ._agents import (
+    CHANGED,
+    PROMPT,
+    ScriptedChatModel,
+    agent_with,
+    ask,
+    calls,
+    scripted,
+    tool_messages,
+    tool_replies,
+)
 
 
 @pytest.mark.asyncio
 async def test_a_fact_remembered_in_one_conversation_is_in_the_next_and_its_change_told_once(
-    engine: MemoryEngine, giulia: Identity, use_async: bool
+    engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str
 ) -> None:
     model = scripted(
         calls("remember", key="home-city", content="Giulia lives in Rome"),
         "Noted.",
         "You live in Rome.",
-        calls("remember", key="team", content="Giulia works in billing"),
         "You live in Milan now.",
         "Still Milan.",
     )
-    agent = agent_with(model, engine)
+    agent = agent_with(model, engine, placement=placement)
 
     first = await ask(agent, "I live in Rome.", giulia, use_async)
     assert tool_replies(first) == ["Remembered home-city: Giulia lives in Rome"]
     assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Rome"]
 
     await ask(agent, "Where do I live?", giulia, use_async)
-    second = model.system_prompts[2]
-    assert "home-city: Giulia lives in Rome" in second
-    assert CHANGED not in second
+    assert "home-city: Giulia lives in Rome" in model.prompts[2]
+    assert CHANGED not in model.prompts[2]
 
     # Another writer corrects the fact this reader was handed.
     engine.correct(giulia, "home-city", "Giulia lives in Milan")
-
     await ask(agent, "Did anything change?", giulia, use_async)
-    third_before_tool, third_after_tool = model.system_prompts[3:5]
-    assert CHANGED in third_before_tool
-    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in third_before_tool
-    # The block is built once per run: the second model call of the run sees the same one.
-    assert third_after_tool == third_before_tool
+    assert CHANGED in model.prompts[3]
+    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in model.prompts[3]
 
     await ask(agent, "Where do I live now?", giulia, use_async)
-    fourth = model.system_prompts[5]
-    assert CHANGED not in fourth
-    assert "home-city: Giulia lives in Milan" in fourth
+    assert CHANGED not in model.prompts[4]
+    assert "home-city: Giulia lives in Milan" in model.prompts[4]
 
 
 @pytest.mark.asyncio
-async def test_the_agents_own_system_prompt_comes_first(
+async def test_the_block_goes_where_the_placement_says(
     engine: MemoryEngine, giulia: Identity, use_async: bool
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    model = scripted("Hello.")
-    await ask(agent_with(model, engine), "Hi", giulia, use_async)
+    in_system, in_context = scripted("Hello."), scripted("Hello.")
+    await ask(agent_with(in_system, engine, placement="system"), "Hi", giulia, use_async)
+    await ask(agent_with(in_context, engine, placement="context"), "Hi", giulia, use_async)
+    block = engine.get_context(giulia, "Hi")
 
-    [system] = model.system_prompts
-    assert system.startswith(PROMPT + "\n\n")
-    assert system.count(PROMPT) == 1
-    assert "home-city: Giulia lives in Rome" in system.removeprefix(PROMPT)
+    system, user = in_system.received[0]
+    assert system.text == f"{PROMPT}\n\n{block.text}"
+    assert user.text == "Hi"
+
+    system, user = in_context.received[0]
+    assert system.text.startswith(f"{PROMPT}\n\n{block.stable}\n")
+    assert "home-city" not in system.text
+    assert user.text == f"<memory>\n{block.volatile}\n</memory>\n\nHi"
 
 
 @pytest.mark.asyncio
-async def test_system_prompt_made_of_content_blocks_keeps_them(
+async def test_with_context_placement_the_system_prompt_never_changes(
     engine: MemoryEngine, giulia: Identity, use_async: bool
 ) -> None:
-    engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    prompt = SystemMessage(
-        content=[{"type": "text", "text": PROMPT, "cache_control": {"type": "ephemeral"}}]
-    )
-    model = scripted("Hello.")
-    agent = create_agent(model, system_prompt=prompt, middleware=[KorelyMiddleware(engine)])
-    await ask(agent, "Hi", giulia, use_async)
+    model = scripted(calls("remember", key="home-city", content="Giulia lives in Rome"), "Noted.")
+    agent = agent_with(model, engine, placement="context")
+    await ask(agent, "I live in Rome.", giulia, use_async)
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    await ask(agent, "And now?", giulia, use_async)
 
-    first, block = model.received[0][0].content
-    assert first == prompt.content[0]
-    assert "home-city: Giulia lives in Rome" in block["text"]
+    assert len(set(model.system_prompts)) == 1
+    assert "Giulia lives" not in model.system_prompts[0]
+
+
+@pytest.mark.asyncio
+async def test_the_history_keeps_the_users_own_words(
+    engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    agent = agent_with(scripted("Hello."), engine, placement=placement)
+    result = await ask(agent, "Hi", giulia, use_async)
+    assert [m.text for m in result["messages"]] == ["Hi", "Hello."]
 
 
 @pytest.mark.asyncio
@@ -157,38 +112,27 @@ async def test_an_agent_without_system_prompt_gets_the_block_alone(
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
     model = scripted("Hello.")
-    agent = create_agent(model, middleware=[KorelyMiddleware(engine)])
+    agent = create_agent(model, middleware=[KorelyMiddleware(engine, placement="system")])
     await ask(agent, "Hi", giulia, use_async)
-
     assert model.system_prompts[0] == engine.get_context(giulia, "Hi").text
 
 
 @pytest.mark.asyncio
-async def test_tool_arguments_cannot_choose_whose_memory_is_written(
+async def test_a_model_call_naming_another_identity_writes_nothing(
     engine: MemoryEngine, giulia: Identity, use_async: bool
 ) -> None:
     forged = {"account": "evil", "user": "mallory", "agent": "other-bot"}
     model = scripted(
-        calls(
-            "remember",
-            key="home-city",
-            content="Mallory lives in Rome",
-            **forged,
-            runtime={"context": forged},
-        ),
+        calls("remember", key="home-city", content="Mallory lives in Rome", **forged),
         "Done.",
     )
     result = await ask(agent_with(model, engine), "Remember this.", giulia, use_async)
 
-    assert tool_replies(result) == ["Remembered home-city: Mallory lives in Rome"]
-    assert [f.owner for f in engine.get_facts(giulia)] == ["giulia"]
-    for other in (
-        Identity("evil", "mallory", "other-bot"),
-        Identity("acme", "mallory", "support-copilot"),
-        Identity("evil", "giulia", "support-copilot"),
-        Identity("acme", "giulia", "other-bot"),
-    ):
-        assert engine.get_facts(other) == []
+    [told] = tool_messages(result)
+    assert told.status == "error"
+    assert told.text.startswith("Not saved: this tool takes only")
+    for who in (giulia, Identity("evil", "mallory", "other-bot")):
+        assert engine.get_facts(who) == []
 
 
 @pytest.mark.asyncio
@@ -200,31 +144,36 @@ async def test_tool_arguments_cannot_choose_whose_memory_is_written(
         (calls("correct", key="pet", content="Giulia has a cat"), "Not corrected: no true fact"),
         (calls("forget", key="pet"), "Not forgotten: no true fact"),
         (calls("remember", key="pet", content="Giulia has a cat"), "Not saved: already 1 facts"),
+        (calls("remember", key="pet", content="x", scope="account"), "Not saved: this tool"),
     ],
 )
-async def test_a_refused_call_is_told_to_the_model_and_the_run_goes_on(
+async def test_a_refused_call_reaches_the_model_as_an_error_and_the_run_goes_on(
     engine: MemoryEngine, giulia: Identity, use_async: bool, call: AIMessage, reply: str
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
     model = scripted(call, "Sorry, I could not do that.")
     result = await ask(agent_with(model, engine, max_facts=1), "Please.", giulia, use_async)
 
-    [told] = tool_replies(result)
-    assert told.startswith(reply)
+    [told] = tool_messages(result)
+    assert told.status == "error"
+    assert told.text.startswith(reply)
     assert result["messages"][-1].text == "Sorry, I could not do that."
     assert [f.key for f in engine.get_facts(giulia)] == ["home-city"]
 
 
 @pytest.mark.asyncio
-async def test_correct_and_forget_through_the_agent(
+async def test_correct_forget_and_erase_through_the_agent(
     engine: MemoryEngine, giulia: Identity, use_async: bool
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "health", "Giulia has type 1 diabetes")
     model = scripted(
         calls("correct", key="home-city", content="Giulia lives in Milan"),
         "Updated.",
         calls("forget", key="home-city"),
         "Forgotten.",
+        calls("forget", key="health", erase=True),
+        "Erased.",
     )
     agent = agent_with(model, engine)
 
@@ -232,54 +181,50 @@ async def test_correct_and_forget_through_the_agent(
         "Corrected home-city: Giulia lives in Milan"
     ]
     assert tool_replies(await ask(agent, "Forget it.", giulia, use_async)) == ["Forgot home-city."]
+    assert tool_replies(await ask(agent, "Do not keep my health.", giulia, use_async)) == [
+        "Forgot health and erased every version of it."
+    ]
     assert engine.get_facts(giulia) == []
+    assert all(version.erased for version in engine.history(giulia, "health"))
 
 
 @pytest.mark.asyncio
 async def test_a_new_turn_in_the_same_thread_reads_memory_again(
-    engine: MemoryEngine, giulia: Identity, use_async: bool
+    engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    model = scripted("Hello.", "Noted.")
-    agent = create_agent(
-        model,
-        system_prompt=PROMPT,
-        middleware=[KorelyMiddleware(engine, reader="support-bot")],
-        checkpointer=InMemorySaver(),
-    )
+    model = scripted("Hello.", "Noted.", "Noted again.")
+    agent = agent_with(model, engine, placement=placement, checkpointer=InMemorySaver())
     thread = {"configurable": {"thread_id": "t-1"}}
 
     await ask(agent, "Hi", giulia, use_async, **thread)
     engine.correct(giulia, "home-city", "Giulia lives in Milan")
     await ask(agent, "I moved, by the way.", giulia, use_async, **thread)
+    engine.correct(giulia, "home-city", "Giulia lives in Turin")
+    await ask(agent, "I moved, by the way.", giulia, use_async, **thread)  # the same words
 
-    assert "Giulia lives in Rome" in model.system_prompts[0]
-    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in model.system_prompts[1]
-    assert len(model.received[1]) == 4  # system, then the thread's three messages
+    assert "Giulia lives in Rome" in model.prompts[0]
+    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in model.prompts[1]
+    assert "was: Giulia lives in Milan -> now: Giulia lives in Turin" in model.prompts[2]
+    assert len(model.received[2]) == 6  # system, then the thread's five messages
 
 
 @pytest.mark.asyncio
 async def test_concurrent_runs_for_different_users_see_only_their_own_memory(
-    engine: MemoryEngine,
+    engine: MemoryEngine, placement: str
 ) -> None:
     people = [Identity("acme", f"user-{i}", "support-copilot") for i in range(6)]
     for who in people:
         engine.remember(who, "home-city", f"{who.user} lives in city-{who.user}")
 
-    class PerUserModel(ScriptedChatModel):
-        """Calls a tool on each run's first model call, answers on the second."""
+    def per_user(messages: list[BaseMessage]) -> AIMessage:
+        if messages[-1].type == "tool":
+            return AIMessage(content="ok")
+        asker = messages[-1].text.rsplit("I am ", 1)[1]
+        return calls("remember", key="team", content=f"{asker} works in billing")
 
-        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-            self.received.append(list(messages))
-            if isinstance(messages[-1], ToolMessage):
-                reply = AIMessage(content="ok")
-            else:
-                asker = messages[-1].text.removeprefix("I am ")
-                reply = calls("remember", key="team", content=f"{asker} works in billing")
-            return ChatResult(generations=[ChatGeneration(message=reply)])
-
-    model = PerUserModel(messages=iter(()))
-    agent = agent_with(model, engine)
+    model = ScriptedChatModel(replies=[per_user] * 12)
+    agent = agent_with(model, engine, placement=placement)
 
     results = await asyncio.gather(*(ask(agent, f"I am {who.user}", who, True) for who in people))
 
@@ -288,33 +233,54 @@ async def test_concurrent_runs_for_different_users_see_only_their_own_memory(
     ]
     seen: dict[str, list[str]] = {}
     for prompt in model.received:
-        asker = next(m.text for m in prompt if isinstance(m, HumanMessage)).removeprefix("I am ")
-        seen.setdefault(asker, []).append(prompt[0].text)
+        asker = prompt[1].text.rsplit("I am ", 1)[1]
+        seen.setdefault(asker, []).append("\n".join(m.text for m in prompt))
     assert sorted(seen) == sorted(who.user for who in people)
-    for asker, blocks in seen.items():
-        # Both model calls of a run saw that run's block, read before the tool wrote.
-        assert len(blocks) == 2
-        assert blocks[0] == blocks[1]
-        [fact] = [line for line in blocks[0].splitlines() if line.startswith("- ")]
-        assert fact.startswith(f"- home-city: {asker} lives in city-{asker} (since ")
+    for asker, prompts in seen.items():
+        before, after = prompts
+        for prompt in prompts:
+            facts = [line for line in prompt.splitlines() if line.startswith("- ")]
+            assert all(f"{asker} " in fact for fact in facts), facts
+        assert f"- home-city: {asker} lives in city-{asker}" in before
+        # The run's own write is in the block of its next model call.
+        assert f"team: {asker} works in billing" not in before
+        assert f"- team: {asker} works in billing" in after
 
 
 @pytest.mark.asyncio
 async def test_a_resolver_can_take_the_identity_from_another_context(
-    engine: MemoryEngine, use_async: bool
+    engine: MemoryEngine, giulia: Identity, use_async: bool
 ) -> None:
-    who = Identity("acme", "giulia", "support-copilot")
     model = scripted(calls("remember", key="home-city", content="Giulia lives in Rome"), "Noted.")
     middleware = KorelyMiddleware(
         engine,
-        identity_from=lambda runtime: Identity(
-            "acme", runtime.context["user_id"], "support-copilot"
-        ),
+        identity_from=lambda run: Identity("acme", run.context["user_id"], "support-copilot"),
     )
     agent = create_agent(model, middleware=[middleware])
     await ask(agent, "I live in Rome.", {"user_id": "giulia"}, use_async)
+    assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Rome"]
 
-    assert [f.content for f in engine.get_facts(who)] == ["Giulia lives in Rome"]
+
+@pytest.mark.asyncio
+async def test_a_resolver_reading_the_runs_config_works_in_the_middleware_and_the_tools(
+    engine: MemoryEngine, giulia: Identity, use_async: bool
+) -> None:
+    engine.remember(giulia, "team", "Giulia works in billing")
+
+    def from_config(run: Any) -> Identity:
+        return Identity("acme", run.config["configurable"]["user_id"], "support-copilot")
+
+    model = scripted(calls("remember", key="home-city", content="Giulia lives in Rome"), "Noted.")
+    agent = create_agent(model, middleware=[KorelyMiddleware(engine, identity_from=from_config)])
+    config = {"configurable": {"user_id": "giulia"}}
+    state = {"messages": [("user", "I live in Rome.")]}
+    if use_async:
+        await agent.ainvoke(state, config=config)
+    else:
+        agent.invoke(state, config=config)
+
+    assert "team: Giulia works in billing" in model.prompts[0]
+    assert sorted(f.key for f in engine.get_facts(giulia)) == ["home-city", "team"]
 
 
 @pytest.mark.asyncio
@@ -322,68 +288,39 @@ async def test_a_run_without_identity_fails_with_a_clear_message(
     engine: MemoryEngine, use_async: bool
 ) -> None:
     agent = agent_with(scripted("Hello."), engine)
-    with pytest.raises(ValueError, match="context=Identity"):
+    with pytest.raises(InvalidRequest, match="context=Identity"):
         await ask(agent, "Hi", None, use_async)
 
 
-@pytest.mark.asyncio
-async def test_a_retried_model_call_still_tells_the_change(
-    engine: MemoryEngine, giulia: Identity, use_async: bool
-) -> None:
-    engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    model = scripted("Hello.", "You live in Milan.", "Still Milan.")
-    agent = create_agent(
-        model,
-        system_prompt=PROMPT,
-        # Listed first, the retry wraps KorelyMiddleware: each attempt goes through it again.
-        middleware=[
-            ModelRetryMiddleware(max_retries=1, initial_delay=0, jitter=False),
-            KorelyMiddleware(engine, reader="support-bot"),
-        ],
-    )
-    await ask(agent, "Hi", giulia, use_async)
-    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+class _NoToolCalling(BaseChatModel):
+    """A chat model that cannot call tools: `bind_tools` is BaseChatModel's, which refuses."""
 
-    model.failures = 1
-    await ask(agent, "Where do I live?", giulia, use_async)
-    failed, answered = model.system_prompts[1:3]
-    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in answered
-    assert answered == failed
+    received: list[list[BaseMessage]] = Field(default_factory=list)
 
-    await ask(agent, "And now?", giulia, use_async)
-    assert CHANGED not in model.system_prompts[3]
-    assert "home-city: Giulia lives in Milan" in model.system_prompts[3]
+    @property
+    def _llm_type(self) -> str:
+        return "no-tools"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.received.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Hello."))])
 
 
 @pytest.mark.asyncio
-async def test_a_run_resumed_after_an_interrupt_still_sees_the_block(
+async def test_read_only_gives_the_block_to_a_model_without_tool_calling(
     engine: MemoryEngine, giulia: Identity, use_async: bool
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    model = scripted(calls("forget", key="home-city"), "Forgotten.")
-    agent = create_agent(
-        model,
-        system_prompt=PROMPT,
-        middleware=[
-            KorelyMiddleware(engine, reader="support-bot"),
-            HumanInTheLoopMiddleware(interrupt_on={"forget": True}),
-        ],
-        checkpointer=InMemorySaver(),
-    )
-    thread = {"configurable": {"thread_id": "t-1"}}
-    await ask(agent, "Forget where I live.", giulia, use_async, **thread)
-    approve = Command(resume={"decisions": [{"type": "approve"}]})
-    if use_async:
-        result = await agent.ainvoke(approve, config=thread, context=giulia)
-    else:
-        result = agent.invoke(approve, config=thread, context=giulia)
+    model = _NoToolCalling()
+    with_tools = create_agent(model, middleware=[KorelyMiddleware(engine)])
+    with pytest.raises(NotImplementedError):
+        await ask(with_tools, "Hi", giulia, use_async)
 
-    assert tool_replies(result) == ["Forgot home-city."]
-    before, after = model.system_prompts
-    assert "home-city: Giulia lives in Rome" in before
-    # The block is not checkpointed: the resumed run reads it again, after the tool wrote.
-    assert after.startswith(PROMPT + "\n\n")
-    assert "home-city" not in after
+    middleware = KorelyMiddleware(engine, read_only=True)
+    assert middleware.tools == []
+    result = await ask(create_agent(model, middleware=[middleware]), "Hi", giulia, use_async)
+    assert result["messages"][-1].text == "Hello."
+    assert "home-city: Giulia lives in Rome" in "\n".join(m.text for m in model.received[-1])
 
 
 @pytest.mark.parametrize(
@@ -396,12 +333,20 @@ async def test_a_run_resumed_after_an_interrupt_still_sees_the_block(
         ({"reader": "support/bot"}, "reader"),
         ({"reader": "x" * 256}, "reader"),
         ({"changes": "renamed"}, "changes"),
+        ({"placement": "prompt"}, "placement"),
+        ({"on_error": "ignore"}, "on_error"),
+        ({"read_only": "yes"}, "read_only"),
+        ({"tool_prefix": "a b"}, "tool_prefix"),
+        ({"name": "Korely:1"}, "name"),
+        ({"cache_marker": "ephemeral"}, "cache_marker"),
+        ({"max_facts": -1}, "max_facts"),
+        ({"identity_from": "context"}, "identity_from"),
     ],
 )
 def test_bad_options_are_refused_when_the_middleware_is_made(
     options: dict[str, Any], field: str
 ) -> None:
-    with MemoryEngine("sqlite://") as engine, pytest.raises(InvalidRequest, match=field) as refused:
+    with MemoryEngine("sqlite://") as engine, pytest.raises(InvalidRequest) as refused:
         KorelyMiddleware(engine, **options)
     assert refused.value.field == field
 
@@ -410,3 +355,50 @@ def test_bad_options_are_refused_when_the_middleware_is_made(
 def test_the_budget_limits_are_accepted(token_budget: int) -> None:
     with MemoryEngine("sqlite://") as engine:
         assert KorelyMiddleware(engine, token_budget=token_budget).token_budget == token_budget
+
+
+def test_the_default_placement_is_context() -> None:
+    with MemoryEngine("sqlite://") as engine:
+        assert KorelyMiddleware(engine).placement == "context"
+
+
+@pytest.mark.asyncio
+async def test_a_system_prompt_of_content_blocks_keeps_its_cache_markers(
+    engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    marked = {"type": "text", "text": PROMPT, "cache_control": {"type": "ephemeral"}}
+    model = scripted("Hello.")
+    agent = create_agent(
+        model,
+        system_prompt=SystemMessage(content=[marked]),
+        middleware=[KorelyMiddleware(engine, placement=placement)],
+    )
+    await ask(agent, "Hi", giulia, use_async)
+
+    first, *ours = model.received[0][0].content
+    assert first == marked
+    assert all("cache_control" not in block for block in ours)  # type: ignore[operator]
+
+
+@pytest.mark.asyncio
+async def test_the_stable_note_can_carry_a_cache_marker(
+    engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    marker = {"cache_control": {"type": "ephemeral"}}
+    model = scripted("Hello.")
+    agent = agent_with(model, engine, placement=placement, cache_marker=marker)
+    await ask(agent, "Hi", giulia, use_async)
+    block = engine.get_context(giulia, "Hi")
+
+    system, user = model.received[0]
+    own, note, *rest = system.content
+    assert own == {"type": "text", "text": PROMPT}
+    assert note["cache_control"] == {"type": "ephemeral"}  # type: ignore[index]
+    assert note["text"].startswith(block.stable)  # type: ignore[index]
+    if placement == "system":
+        assert rest == [{"type": "text", "text": block.volatile}]
+    else:
+        assert rest == []
+        assert isinstance(user, HumanMessage) and block.volatile in user.text

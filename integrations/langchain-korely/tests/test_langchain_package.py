@@ -1,12 +1,17 @@
-"""The package's public surface."""
+"""The package's public surface, and the README's reference of it."""
 
 from __future__ import annotations
 
+import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+from langchain_core.tools import BaseTool
+
 import langchain_korely
+from langchain_korely import KorelyMemory, KorelyMiddleware, KorelyTool, korely_tools
 
 PUBLIC = [
     "KorelyCorrect",
@@ -14,8 +19,10 @@ PUBLIC = [
     "KorelyMemory",
     "KorelyMiddleware",
     "KorelyRemember",
+    "KorelyTool",
     "korely_tools",
 ]
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_public_names_are_pinned_and_sorted() -> None:
@@ -23,6 +30,32 @@ def test_public_names_are_pinned_and_sorted() -> None:
     assert sorted(langchain_korely.__all__) == langchain_korely.__all__
     for name in PUBLIC:
         assert getattr(langchain_korely, name) is not None
+
+
+def reference() -> dict[str, str]:
+    """The README's API reference, section by section."""
+    text = README.read_text().split("## API reference", 1)[1].split("\n## ", 1)[0]
+    sections = re.split(r"^### (.+)$", text, flags=re.M)[1:]
+    return dict(zip(sections[::2], sections[1::2], strict=True))
+
+
+def test_the_readme_documents_every_public_name() -> None:
+    documented = " ".join(reference())
+    for name in PUBLIC:
+        assert f"`{name}`" in documented, name
+
+
+def test_the_readme_documents_every_argument() -> None:
+    sections = reference()
+    arguments = {
+        "`KorelyMiddleware`": list(inspect.signature(KorelyMiddleware.__init__).parameters)[1:],
+        "`korely_tools`": list(inspect.signature(korely_tools).parameters),
+        "`KorelyTool`": [f for f in KorelyTool.model_fields if f not in BaseTool.model_fields],
+        "`KorelyMemory`": list(KorelyMemory.model_fields),
+    }
+    for section, names in arguments.items():
+        for name in names:
+            assert f"`{name}`" in sections[section], (section, name)
 
 
 def test_package_is_typed() -> None:

@@ -1,0 +1,51 @@
+"""What the middleware checks at a model call, since `create_agent` offers no hook at build time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from korely_memory import InvalidRequest
+from langchain_korely._events import Watch
+from langchain_korely._turns import Turn
+
+
+def to_acknowledge(watch: Watch, turn: Turn, middleware: str) -> bool:
+    """Whether the turn's held changes are now spent: a model call that had the block answered.
+
+    Raises:
+        InvalidRequest: The model was called, but never with the block (`field` is
+            `middleware`): a middleware inside this one replaced the prompt.
+    """
+    if watch.missed and not watch.reached:
+        raise InvalidRequest(
+            "middleware",
+            f"the memory block of {middleware} did not reach the model: a middleware listed "
+            f"after {middleware} replaced the prompt it was put in (a @dynamic_prompt, or any "
+            "middleware that sets the system message). List KorelyMiddleware after every "
+            "middleware that sets the system prompt, e.g. "
+            "create_agent(model, middleware=[my_prompt, KorelyMiddleware(engine)]).",
+        )
+    block = turn.block
+    return bool(watch.reached and block and block.receipt and not turn.acknowledged)
+
+
+def check_tool_names(ours: Sequence[Any], offered: Sequence[Any], middleware: str) -> None:
+    """Refuse a model call whose tools include another tool under one of our tools' names.
+
+    LangChain keeps one tool per name without a word; ours is then missing and
+    the other answers to the model's calls meant for memory.
+
+    Raises:
+        InvalidRequest: `field` is `tool_prefix`.
+    """
+    by_name = {tool.name: tool for tool in ours}
+    for tool in offered:
+        name = tool.get("name") if isinstance(tool, dict) else tool.name
+        if name in by_name and tool is not by_name[name]:
+            raise InvalidRequest(
+                "tool_prefix",
+                f"the agent has another tool named {name!r}, which hides the memory tool of "
+                f"{middleware}. Give the memory tools a prefix, e.g. "
+                "KorelyMiddleware(engine, tool_prefix='memory_'), or rename the other tool.",
+            )

@@ -1,0 +1,153 @@
+"""What the adapter's tests share: a scripted chat model, and a few words to drive an agent.
+
+Only the model is scripted; the agent (`create_agent`), the graph, the
+checkpointer, the tools and the engine are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field
+
+from korely_memory import MemoryEngine
+from langchain_korely import KorelyMiddleware
+
+PROMPT = "You are Acme's support agent."
+CHANGED = "## Changed since you last read"
+
+Reply = AIMessage | str | Callable[[list[BaseMessage]], AIMessage | str]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Answers from a script, one reply per call, and records every prompt it receives.
+
+    A reply may be a function of the prompt. Streaming (`astream_events`,
+    `stream_mode="messages"`) gets the reply as one chunk, tool calls included.
+    """
+
+    replies: list[Any] = Field(default_factory=list)
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+    failures: int = 0
+    """How many calls fail, with a connection error, before the script is followed."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        return self
+
+    def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+        self.received.append(list(messages))
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("the model is unreachable")
+        reply = self.replies.pop(0) if self.replies else "OK."
+        if callable(reply):
+            reply = reply(messages)
+        return AIMessage(content=reply) if isinstance(reply, str) else reply
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
+
+    def _stream(
+        self, messages: list[BaseMessage], *args: Any, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        reply = self._reply(messages)
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content=reply.content,
+                tool_call_chunks=[
+                    {
+                        "name": call["name"],
+                        "args": json.dumps(call["args"]),
+                        "id": call["id"],
+                        "index": index,
+                        "type": "tool_call_chunk",
+                    }
+                    for index, call in enumerate(reply.tool_calls)
+                ],
+            )
+        )
+
+    @property
+    def system_prompts(self) -> list[str]:
+        """The system message of each call so far, as text."""
+        return [m[0].text if isinstance(m[0], SystemMessage) else "" for m in self.received]
+
+    @property
+    def prompts(self) -> list[str]:
+        """Each call's whole prompt as one text."""
+        return [prompt_text(m) for m in self.received]
+
+
+def scripted(*replies: Reply) -> ScriptedChatModel:
+    return ScriptedChatModel(replies=list(replies))
+
+
+def calls(name: str, **args: Any) -> AIMessage:
+    """A model reply that calls one tool."""
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call-{name}"}])
+
+
+def prompt_text(messages: Sequence[BaseMessage]) -> str:
+    return "\n".join(f"[{m.type}] {m.text}" for m in messages)
+
+
+def tool_messages(result: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in result["messages"] if isinstance(m, ToolMessage)]
+
+
+def tool_replies(result: dict[str, Any]) -> list[str]:
+    return [m.text for m in tool_messages(result)]
+
+
+def user_messages(result: dict[str, Any]) -> list[str]:
+    return [m.text for m in result["messages"] if isinstance(m, HumanMessage)]
+
+
+async def ask(agent: Any, text: str, who: Any, use_async: bool, **config: Any) -> dict[str, Any]:
+    """One user turn, in a fresh conversation unless `config` names a thread."""
+    state = {"messages": [("user", text)]}
+    if use_async:
+        return await agent.ainvoke(state, config=config or None, context=who)  # type: ignore[no-any-return]
+    return agent.invoke(state, config=config or None, context=who)  # type: ignore[no-any-return]
+
+
+async def resume(agent: Any, command: Any, who: Any, use_async: bool, **config: Any) -> Any:
+    if use_async:
+        return await agent.ainvoke(command, config=config, context=who)
+    return agent.invoke(command, config=config, context=who)
+
+
+def agent_with(
+    model: ScriptedChatModel,
+    engine: MemoryEngine,
+    *,
+    middleware: Sequence[Any] = (),
+    **options: Any,
+) -> Any:
+    """A real agent with the scripted model, our middleware (then any other) and the prompt."""
+    options.setdefault("reader", "support-bot")
+    checkpointer = options.pop("checkpointer", None)
+    system_prompt = options.pop("system_prompt", PROMPT)
+    return create_agent(
+        model,
+        system_prompt=system_prompt,
+        middleware=[KorelyMiddleware(engine, **options), *middleware],
+        checkpointer=checkpointer,
+    )
