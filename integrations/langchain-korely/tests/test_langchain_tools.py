@@ -126,7 +126,7 @@ def test_the_runtime_is_never_shown_to_the_model() -> None:
 async def test_a_fixed_identity_needs_no_run(
     engine: MemoryEngine, giulia: Identity, use_async: bool
 ) -> None:
-    remember, correct, forget = korely_tools(engine, identity=giulia)
+    remember, correct, forget, _recall = korely_tools(engine, identity=giulia)
 
     async def call(tool: BaseTool, **args: Any) -> Any:
         return await tool.ainvoke(args) if use_async else tool.invoke(args)
@@ -204,7 +204,7 @@ def test_an_account_fact_is_proposed_only_when_asked(
 
 def test_forget_can_erase_the_words(engine: MemoryEngine, giulia: Identity) -> None:
     engine.remember(giulia, "health", "Giulia has type 1 diabetes")
-    *_, forget = korely_tools(engine, identity=giulia)
+    _, _, forget, _ = korely_tools(engine, identity=giulia)
     assert forget.invoke({"key": "health", "erase": True}) == (
         "Forgot health and erased every version of it."
     )
@@ -236,7 +236,7 @@ def test_a_database_failure_is_a_neutral_sentence(giulia: Identity, outage: Any)
 def test_the_writer_is_not_told_its_own_change(engine: MemoryEngine, giulia: Identity) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
     engine.get_context(giulia, reader="support-bot")
-    _, correct, _ = korely_tools(engine, identity=giulia, reader="support-bot")
+    _, correct, *_ = korely_tools(engine, identity=giulia, reader="support-bot")
     correct.invoke({"key": "home-city", "content": "Giulia lives in Milan"})
     assert engine.get_context(giulia, reader="support-bot").changed == ()
     assert engine.get_context(giulia, reader="other-bot").changed == ()  # never read it
