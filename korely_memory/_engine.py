@@ -642,6 +642,26 @@ class MemoryEngine:
         )
         return _read_path.settle(block, gathered, claimed, redraw)
 
+    def release(self, receipt: str) -> int:
+        """Let go of the changes a held block showed, without spending them: the model never got
+        them (the call failed, the run was interrupted), so the next read tells them again at once
+        instead of when the hold runs out.
+
+        A receipt already acknowledged, released, or whose hold ran out and whose changes another
+        read took, releases nothing and is no error.
+
+        Args:
+            receipt: ``block.receipt`` of a block read with ``hold=``.
+
+        Returns:
+            How many marks it let go of.
+
+        Raises:
+            InvalidRequest: ``receipt`` is not a receipt a block carried.
+        """
+        token, ids = _read_path.parse_receipt(receipt)
+        return self._write(lambda conn: _marks.release(conn, token, ids))
+
     def _keep_vectors(self) -> None:
         """Keep the vectors a read computed, so no process embeds the same text again."""
         if self._ranking.has_unsaved_vectors:
@@ -1006,6 +1026,7 @@ class MemoryEngine:
     ahistory = _twin(history)
     aget_context = _twin(get_context)
     aacknowledge = _twin(acknowledge)
+    arelease = _twin(release)
     aadd_memory = _twin(add_memory)
     aforget_memory = _twin(forget_memory)
     asearch_memories = _twin(search_memories)

@@ -211,6 +211,21 @@ def acknowledge(conn: Connection, token: str, fact_ids: Sequence[int], now: dt.d
     ).rowcount
 
 
+def release(conn: Connection, token: str, fact_ids: Sequence[int]) -> int:
+    """Let go of the marks a read held under ``token``: the next read tells them again."""
+    if not fact_ids:
+        return 0
+    return conn.execute(
+        marks.update()
+        .where(
+            marks.c.hold_token == token,
+            marks.c.fact_id.in_(sorted(fact_ids)),
+            marks.c.told_at.is_(None),
+        )
+        .values(hold_token=None, held_until=None)
+    ).rowcount
+
+
 def versions_ended(
     conn: Connection,
     fact_ids: Sequence[int],

@@ -45,6 +45,7 @@ __all__ = [
     "check_changes",
     "check_hold",
     "check_identity",
+    "check_max_facts",
     "check_reader",
     "check_token_budget",
 ]
@@ -110,6 +111,21 @@ def check_changes(changes: str | Sequence[str] | None) -> frozenset[str] | None:
         InvalidRequest: A cause is not one the engine knows.
     """
     return _validation.changes(changes)
+
+
+def check_max_facts(max_facts: int | None) -> int | None:
+    """Check a ceiling on the facts one identity keeps (None: no ceiling).
+
+    Args:
+        max_facts: The most facts a new key may bring the identity to.
+
+    Returns:
+        The ceiling.
+
+    Raises:
+        InvalidRequest: It is not None or a non-negative integer.
+    """
+    return _validation.optional_count("max_facts", max_facts)
 
 
 def check_hold(hold: bool | float | dt.timedelta | None) -> dt.timedelta | None:

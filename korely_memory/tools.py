@@ -45,6 +45,7 @@ __all__ = [
     "MEMORY_TOOLS",
     "RECALL",
     "REMEMBER",
+    "UNREACHABLE",
     "MemoryTool",
     "ToolArgument",
     "ToolResult",
@@ -99,6 +100,8 @@ class MemoryTool:
     arguments: tuple[ToolArgument, ...]
     refusal: str
     """How a sentence about a call that wrote nothing begins, e.g. ``Not saved``."""
+    writes: bool
+    """Whether a successful call changes what is kept (``recall`` only reads)."""
     perform: Callable[[MemoryEngine, Identity, dict[str, Any], Options], str]
     """The engine call behind the tool, given checked arguments; returns the sentence on success."""
 
@@ -257,6 +260,7 @@ REMEMBER = MemoryTool(
         ),
     ),
     refusal="Not saved",
+    writes=True,
     perform=_remember,
 )
 
@@ -268,6 +272,7 @@ CORRECT = MemoryTool(
     ),
     arguments=(ToolArgument("key", KEY), _CONTENT),
     refusal="Not corrected",
+    writes=True,
     perform=_correct,
 )
 
@@ -287,6 +292,7 @@ FORGET = MemoryTool(
         ),
     ),
     refusal="Not forgotten",
+    writes=True,
     perform=_forget,
 )
 
@@ -305,6 +311,7 @@ RECALL = MemoryTool(
         ),
     ),
     refusal="Not found",
+    writes=False,
     perform=_recall,
 )
 

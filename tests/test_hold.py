@@ -154,3 +154,14 @@ def test_a_receipt_no_block_carried_is_refused_by_name(held: MemoryEngine, bad: 
     with pytest.raises(InvalidRequest) as refused:
         held.acknowledge(bad)  # type: ignore[arg-type]
     assert refused.value.field == "receipt"
+
+
+def test_a_released_hold_is_told_again_at_once(held: MemoryEngine) -> None:
+    block = held.get_context(GIULIA, reader="bot", hold=True)
+    assert told(block) == ["Giulia lives in Milan"]
+    assert held.release(block.receipt) == 1  # type: ignore[arg-type]
+    assert held.release(block.receipt) == 0  # type: ignore[arg-type]
+    again = held.get_context(GIULIA, reader="bot", hold=True)
+    assert told(again) == ["Giulia lives in Milan"]
+    assert held.acknowledge(block.receipt) == 0  # type: ignore[arg-type]  (released: not its)
+    assert held.acknowledge(again.receipt) == 1  # type: ignore[arg-type]
