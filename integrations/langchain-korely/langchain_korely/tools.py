@@ -119,7 +119,7 @@ class KorelyTool(BaseTool):
         )
         if not result.ok:
             raise ToolException(result.text)
-        if self._written is not None and runtime is not None:
+        if self.definition.writes and self._written is not None and runtime is not None:
             self._written(runtime)
         return result.text
 
