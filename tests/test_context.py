@@ -1,4 +1,7 @@
-"""The context block (SPEC §5): exact token budget, relevance, room rules, one line per item."""
+"""The context block: exact token budget, relevance, room rules, one line per item.
+
+The rules are in docs/concepts.md, "The context block".
+"""
 
 from __future__ import annotations
 

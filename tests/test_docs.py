@@ -1,13 +1,296 @@
-"""The README's first example runs, and every example is listed."""
+"""The documents stand alone: every public name has its reference, and every Python block runs.
+
+A name is documented in a section of a document (a ``##`` heading and what follows it up to
+the next) when it is written in backticks in a heading of that section
+(``### `remember` · `aremember```) or as the first cell of a table row there
+(``| `MIN_BUDGET` | 50 | ... |``). ``docs/reference.md`` has one section per module and one for
+``MemoryEngine``'s methods; each adapter's README has a section whose title says "reference".
+
+A Python block of README.md or docs/ runs as it is, in an empty directory with no network, unless
+the line before it is ``<!-- not run -->``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import inspect
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import korely_memory
+from korely_memory import MemoryEngine, capture, limits, tools
 
 ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "docs" / "reference.md"
+NOT_RUN = "<!-- not run -->"
+ENGINE_SECTION = "`korely_memory`"
+METHODS_SECTION = "`MemoryEngine` methods"
+MODULES = {"limits": limits, "tools": tools, "capture": capture}
+ADAPTERS = {
+    "langchain_korely": "integrations/langchain-korely/README.md",
+    "llama_index.memory.korely": "integrations/llama-index-memory-korely/README.md",
+    "korely_mcp": "integrations/korely-mcp/README.md",
+}
+# Adapters whose README has no reference section yet: it comes with the adapter's own change.
+NO_REFERENCE_YET = {"llama_index.memory.korely"}
+
+_HEADING = re.compile(r"^(#+) (.*)$")
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+_FIRST_CELL = re.compile(r"^\|\s*`([^`]+)`\s*\|")
+
+
+def _lines_outside_code(markdown: str) -> list[tuple[str, bool]]:
+    """Each line, and whether it is outside a fenced block (fences themselves count as inside)."""
+    out, fenced = [], False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            out.append((line, False))
+        else:
+            out.append((line, not fenced))
+    return out
+
+
+def sections(markdown: str, level: int) -> dict[str, str]:
+    """The text under each heading of ``level``, up to the next heading of that level or above."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line, prose in _lines_outside_code(markdown):
+        heading = _HEADING.match(line) if prose else None
+        if heading and len(heading.group(1)) <= level:
+            current = None
+            if len(heading.group(1)) == level:
+                current = found.setdefault(heading.group(2).strip(), [])
+        if current is not None:
+            current.append(line)
+    return {title: "\n".join(lines) for title, lines in found.items()}
+
+
+def headings(text: str) -> list[list[str]]:
+    """The names in backticks of each heading below the first line of ``text``."""
+    return [
+        _CODE_SPAN.findall(line)
+        for line, prose in _lines_outside_code(text)[1:]
+        if prose and _HEADING.match(line)
+    ]
+
+
+def documented(text: str) -> set[str]:
+    """The names a section documents: in backticks in its headings, or first in a table row."""
+    names = {name for heading in headings(text) for name in heading}
+    for line, prose in _lines_outside_code(text):
+        cell = _FIRST_CELL.match(line) if prose else None
+        if cell:
+            names.add(cell.group(1))
+    return names
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether ``name`` is a word of some code (a code span or a fenced block) of ``text``."""
+    lines = _lines_outside_code(text)
+    code = [span for line, prose in lines if prose for span in _CODE_SPAN.findall(line)]
+    code += [line for line, prose in lines if not prose]
+    return any(re.search(rf"\b{re.escape(name)}\b", piece) for piece in code)
+
+
+def subsection(section: str, name: str) -> str:
+    """The part of ``section`` under the ``###`` heading that names ``name``."""
+    for title, text in sections(section, 3).items():
+        if name in _CODE_SPAN.findall(title):
+            return text
+    raise AssertionError(f"no ### heading names `{name}`")
+
+
+def reference(title: str) -> str:
+    found = sections(REFERENCE.read_text(), 2)
+    assert title in found, f"docs/reference.md has no section ## {title}"
+    return found[title]
+
+
+def public_methods() -> list[str]:
+    return sorted(n for n in dir(MemoryEngine) if not n.startswith("_"))
+
+
+# -- the reference of the engine ---------------------------------------------------------------
+
+
+def test_every_name_of_the_package_has_its_reference() -> None:
+    section = reference(ENGINE_SECTION)
+    assert sorted(set(korely_memory.__all__) - documented(section)) == []
+    stale = {n for heading in headings(section) for n in heading} - set(korely_memory.__all__)
+    assert sorted(stale) == [], "headings that name nothing the package exports"
+
+
+def test_every_public_method_of_the_engine_has_its_reference() -> None:
+    section = reference(METHODS_SECTION)
+    named = headings(section)
+    assert sorted(set(public_methods()) - {n for heading in named for n in heading}) == []
+    stale = {n for heading in named for n in heading} - set(public_methods())
+    assert sorted(stale) == [], "headings that name no method of MemoryEngine"
+    for heading in named:  # an async twin is listed with its method
+        for name in heading:
+            if name.startswith("a") and name[1:] in public_methods():
+                assert name[1:] in heading, f"`{name}` is not listed with `{name[1:]}`"
+
+
+def test_every_argument_of_the_engine_is_described() -> None:
+    methods = reference(METHODS_SECTION)
+    for name in public_methods():
+        method = getattr(MemoryEngine, name)
+        if not callable(method) or (name.startswith("a") and name[1:] in public_methods()):
+            continue
+        text = subsection(methods, name)
+        for parameter in list(inspect.signature(method).parameters)[1:]:
+            assert mentions(text, parameter), f"{name}: argument `{parameter}`"
+    engine = subsection(reference(ENGINE_SECTION), "MemoryEngine")
+    for parameter in list(inspect.signature(MemoryEngine.__init__).parameters)[1:]:
+        assert parameter in documented(engine), f"MemoryEngine: argument `{parameter}`"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_name_of_the_public_modules_has_its_reference(module: str) -> None:
+    exported = set(MODULES[module].__all__)
+    section = reference(f"`korely_memory.{module}`")
+    assert sorted(exported - documented(section)) == []
+    stale = {n for heading in headings(section) for n in heading} - exported
+    assert sorted(stale) == [], "headings that name nothing the module exports"
+
+
+def _classes() -> list[object]:
+    """The classes the package and ``tools`` export (``MemoryEngine`` has tests of its own)."""
+    found = [(ENGINE_SECTION, n, getattr(korely_memory, n)) for n in korely_memory.__all__]
+    found += [("`korely_memory.tools`", n, getattr(tools, n)) for n in tools.__all__]
+    return [
+        pytest.param(section, name, c, id=name)
+        for section, name, c in found
+        if isinstance(c, type) and c is not MemoryEngine
+    ]
+
+
+@pytest.mark.parametrize(("section", "name", "cls"), _classes())
+def test_every_field_and_member_is_described(section: str, name: str, cls: type) -> None:
+    text = reference(section)
+    if issubclass(cls, BaseException):
+        rows = [line for line in text.splitlines() if line.startswith(f"| `{name}` |")]
+        assert rows, f"no row of the errors' table names `{name}`"
+        assert f"`{cls.code}`" in rows[0], f"{name}: code {cls.code}"  # type: ignore[attr-defined]
+        return
+    text = subsection(text, name)
+    if issubclass(cls, enum.Enum):
+        for member in cls:
+            assert member.name in documented(text), f"{name}.{member.name}"
+            assert mentions(text, member.value), f"{name}.{member.name} = {member.value!r}"
+        own = [n for n in vars(cls) if not n.startswith("_") and n not in cls.__members__]
+    else:
+        fields = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+        for field in fields:
+            if not field.startswith("_"):
+                assert field in documented(text), f"{name}.{field}"
+        own = [n for n in vars(cls) if not n.startswith("_") and n not in fields]
+    for attribute in own:
+        assert mentions(text, attribute), f"{name}.{attribute}"
+
+
+@pytest.mark.parametrize("tool", tools.MEMORY_TOOLS, ids=lambda t: t.name)
+def test_every_tool_is_described_with_its_arguments_and_refusal(tool: tools.MemoryTool) -> None:
+    (constant,) = [n for n in tools.__all__ if getattr(tools, n) is tool]
+    text = subsection(reference("`korely_memory.tools`"), constant)
+    assert mentions(text, tool.name)
+    assert {a.name for a in tool.arguments} <= documented(text)
+    assert f"`{tool.refusal}`" in text
+
+
+# -- the adapters' references ------------------------------------------------------------------
+
+
+def _adapter(module: str) -> object:
+    if module in NO_REFERENCE_YET:
+        reason = "the adapter's README gains its reference section in the adapter's own change"
+        return pytest.param(module, marks=pytest.mark.xfail(strict=True, reason=reason))
+    return module
+
+
+@pytest.mark.parametrize("module", [_adapter(m) for m in ADAPTERS])
+def test_every_name_of_each_adapter_has_its_reference(module: str) -> None:
+    package: ModuleType = pytest.importorskip(module)
+    readme = (ROOT / ADAPTERS[module]).read_text()
+    found = [text for title, text in sections(readme, 2).items() if "reference" in title.lower()]
+    assert found, f"{ADAPTERS[module]} has no section whose title says 'reference'"
+    assert sorted(set(package.__all__) - documented(found[0])) == []
+
+
+# -- Python blocks -----------------------------------------------------------------------------
+
+
+def python_blocks(path: Path) -> list[tuple[int, str, bool]]:
+    """Each ```python block of ``path``: its first line's number, its code, whether it runs."""
+    lines = path.read_text().splitlines()
+    blocks = []
+    for i, line in enumerate(lines):
+        if line.strip() == "```python":
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
+            runs = not (i > 0 and lines[i - 1].strip() == NOT_RUN)
+            blocks.append((i + 2, "\n".join(lines[i + 1 : end]) + "\n", runs))
+    return blocks
+
+
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUNNABLE = [
+    pytest.param(code, id=f"{path.relative_to(ROOT)}:{line}")
+    for path in DOCUMENTS
+    for line, code, runs in python_blocks(path)
+    if runs
+]
+# The block runs under the tests' network guard (the root conftest's ``local_only``).
+OFFLINE = (
+    "import runpy, socket, sys; "
+    "socket.socket.connect = runpy.run_path(sys.argv[1])['local_only'](socket.socket.connect); "
+    "runpy.run_path(sys.argv[2], run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize("code", RUNNABLE)
+def test_every_python_block_of_the_documents_runs(code: str, tmp_path: Path) -> None:
+    (tmp_path / "block.py").write_text(code)
+    env = {k: v for k, v in os.environ.items() if k != "KORELY_DATABASE_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", OFFLINE, str(ROOT / "conftest.py"), str(tmp_path / "block.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_block_that_does_not_run_says_so_right_before_it() -> None:
+    for path in DOCUMENTS:
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.strip() == NOT_RUN:
+                following = lines[i + 1].strip() if i + 1 < len(lines) else ""
+                assert following == "```python", f"{path.name}:{i + 1}: {NOT_RUN} before no block"
+
+
+def test_the_documents_cite_nothing_outside_the_repository() -> None:
+    for path in [*DOCUMENTS, *(ROOT / "integrations").glob("*/README.md")]:
+        text = path.read_text()
+        assert "SPEC" not in text and "§" not in text, path.relative_to(ROOT)
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+            if not re.match(r"[a-z]+://", target):
+                assert (path.parent / target).exists(), f"{path.name} links to {target}"
+
+
+# -- the first example and the examples' list ------------------------------------------------
 
 
 def test_readme_first_example_runs(tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_public_names_are_pinned() -> None:
     assert korely_memory.__all__ == sorted(korely_memory.__all__)
     assert set(korely_memory.__all__) == {
+        "CaptureReport",
+        "CaptureStep",
         "Change",
         "ContextBlock",
         "Embedder",
@@ -37,8 +39,10 @@ def test_public_names_are_pinned() -> None:
         "MemoryEngine",
         "NotCurrent",
         "NotFound",
+        "Operation",
         "PermissionDenied",
         "Scope",
+        "SearchResult",
         "TrimReport",
         "__version__",
     }

@@ -1,4 +1,7 @@
-"""Agent notices (SPEC §7): read marks and "Changed since you last read", each change told once."""
+"""Agent notices: read marks and "Changed since you last read", each change told once.
+
+The rules are in docs/concepts.md, "Notices".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Who sees which fact (SPEC §2), and the administrator's review of account facts."""
+"""Who sees which fact, and the administrator's review of account facts.
+
+The rules are in docs/concepts.md, "Identity and scopes".
+"""
 
 from __future__ import annotations
 

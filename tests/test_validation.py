@@ -1,4 +1,7 @@
-"""Every rule of SPEC §3 and §7 on input: a bad argument raises InvalidRequest naming it, and changes nothing."""
+"""Every rule on input: a bad argument raises InvalidRequest naming it, and changes nothing.
+
+The rules (names, keys, contents, moments, budgets, readers, holds) are in docs/reference.md.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A plain-Python model of SPEC.md: facts, memories, read marks and the changes a reader is owed.
+"""A plain-Python model of docs/concepts.md: facts, memories, marks and the changes told.
 
 It keeps no database and knows nothing of the engine's code. Where the engine
 assigns something (a new row's id), the model is handed the engine's answer
@@ -94,7 +94,7 @@ class Model:
         self.clock += 1
         return self.clock
 
-    # -- who sees what (SPEC §2) --------------------------------------------------------
+    # -- who sees what (scopes) -------------------------------------------------------
 
     def own_current(self, who: Identity, key: str) -> Row | None:
         for r in self.rows.values():
@@ -154,7 +154,7 @@ class Model:
     def is_admin(self, account: str, user: str | None) -> bool:
         return user is not None and (account, user) in self.admins
 
-    # -- writes (SPEC §3, §4, §6) ------------------------------------------------------
+    # -- writes (versions, review, memories, erasure) ----------------------------------
 
     def _end(self, r: Row, cause: str, replaced_by: int | None = None) -> None:
         r.ended, r.cause, r.replaced_by = self.tick(), cause, replaced_by
@@ -321,7 +321,7 @@ class Model:
             del self.marks[k]
         return len(gone)
 
-    # -- reads and notices (SPEC §5, §7) --------------------------------------------
+    # -- reads and notices (the block, marks) ---------------------------------------
 
     def _mark(self, who: Identity, reader: str, shown: list[Row]) -> None:
         for r in shown:

@@ -1,4 +1,4 @@
-"""Erasure proof (SPEC §8): after erase_user, the person's name and words are nowhere.
+"""Erasure proof: after erase_user, the person's name and words are nowhere.
 
 The person writes distinctive random words in every way the engine keeps text:
 facts, corrected and forgotten versions, rejected proposals, memories, facts

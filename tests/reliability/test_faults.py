@@ -1,6 +1,6 @@
 """Faults: a writer killed mid-write, a connection cut mid-transaction, a database locked too long.
 
-After each, the rows still keep SPEC §3's promises, every write the engine
+After each, the rows still keep the promises of versions, every write the engine
 acknowledged is there, nothing half-written is, and the next call works.
 """
 
@@ -253,7 +253,7 @@ def locked_longer_than_the_wait(engine: MemoryEngine, url: str, key: str) -> Non
         with pytest.raises(DBAPIError, match="locked"):
             engine.remember(GIULIA, key, "Giulia lives in Milan")
         waited = time.monotonic() - started
-        # A read still answers: the mark gives way (SPEC §7).
+        # A read still answers: its mark step gives way.
         block = engine.get_context(GIULIA, reader="helper")
         assert "Giulia lives in Rome" in block.text
     finally:

@@ -1,4 +1,4 @@
-"""No stored text can add a line or a section to a block (SPEC §5: each item is one line).
+"""No stored text can add a line or a section to a block (each item of a block is one line).
 
 Fact contents, memory contents and keys are generated with every character
 that may end a line somewhere, forged headers and list markers. Whatever they

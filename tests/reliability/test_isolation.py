@@ -1,12 +1,13 @@
-"""No answer ever shows a fact or a memory to an identity SPEC §2 does not let see it.
+"""No answer ever shows a fact or a memory to an identity the visibility rules do not let see it.
 
 Every stored text opens with a unique tag, ``⟦n⟧``, and the test keeps a ledger
 of who may read each tag: the identity that wrote it; every identity of the
 account and agent definition once an administrator confirmed it; a reader it
 was handed to, for the notice that it changed. After random operations, every
 block, listing, history and notice is searched for tags, and each tag found must
-be one its reader may see. The ledger is built from what SPEC §2 says, not from
-the engine's code, so a leak is caught whatever caused it.
+be one its reader may see. The ledger is built from the visibility rules as
+docs/concepts.md states them ("Identity and scopes"), not from the engine's
+code, so a leak is caught whatever caused it.
 """
 
 from __future__ import annotations
@@ -284,11 +285,11 @@ def test_no_answer_shows_what_its_identity_may_not_see(db_url: str) -> None:
 def test_a_notice_never_names_a_replacement_another_agent_definition_keeps(
     engine: MemoryEngine,
 ) -> None:
-    """SPEC §7: a reader told of a change read through another definition hears 'no longer true'.
+    """A reader told of a change read through another definition hears 'no longer true'.
 
     One reader name reading two agent definitions is told the changes of both,
-    but what replaced a fact is named only when this identity may see it (SPEC §2:
-    a fact recorded through one definition is invisible to the others).
+    but what replaced a fact is named only when this identity may see it (a fact
+    recorded through one definition is invisible to the others).
     """
     sales = Identity("acme", "giulia", "sales")
     engine.remember(sales, "plan", "Giulia uses the Pro plan")

@@ -1,4 +1,4 @@
-"""The engine against a plain-Python model of SPEC.md, driven side by side by random operations.
+"""The engine against a plain-Python model of its rules, driven side by side by random operations.
 
 Several accounts, users (and agent-team memory), agent definitions and readers
 share a few keys and a few words, so replacements, shadowing, facts true again

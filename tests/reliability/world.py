@@ -1,4 +1,5 @@
-"""What every reliability test shares: a database emptied between examples, and the invariants of SPEC §3."""
+"""What every reliability test shares: a database emptied between examples, and the invariants of
+the stored versions."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def empty(engine: MemoryEngine) -> None:
 
 
 def broken_invariants(engine: MemoryEngine) -> list[str]:
-    """Every way the stored rows break SPEC §3's promises; empty when they hold.
+    """Every way the stored rows break the promises of versions; empty when they hold.
 
     At most one true row per key and namespace; every ended row says why it
     ended; a replacement points at an existing row of the same key; a mark and a
