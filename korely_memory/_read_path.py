@@ -165,6 +165,9 @@ def gather(
         ended += [
             f for f in _versions.by_ids(conn, unmarked) if not f.is_current and f.id not in known
         ]
+        # Latest ended first, as the marks come: of two versions told as one change, the one
+        # read last is the change's ``was``.
+        ended.sort(key=lambda f: (f.ended_recorded_at, f.id), reverse=True)
         gathered.pending = _changes.resolve(conn, who, ended, request.kinds)
     return gathered
 
