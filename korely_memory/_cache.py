@@ -24,7 +24,7 @@ _ENTRY = 120  # bytes an entry costs beyond its key and value: the dict slot and
 
 
 class TextCache(Generic[K, V]):
-    """A least-recently-used cache that holds at most ``max_bytes`` of keys and values."""
+    """A cache that holds at most ``max_bytes`` of keys and values, forgetting the oldest first."""
 
     def __init__(self, max_bytes: int, size: Callable[[K, V], int] | None = None) -> None:
         self.max_bytes = max_bytes
@@ -35,14 +35,13 @@ class TextCache(Generic[K, V]):
         _ALL.add(self)  # type: ignore[arg-type]
 
     def get(self, key: K) -> V | None:
-        """The value kept for ``key``, or None."""
+        """The value kept for ``key``, or None.
+
+        Reads take no lock and do not reorder: the cache forgets its oldest entries first
+        (first in, first out), which costs a read nothing.
+        """
         found = self._items.get(key)
-        if found is None:
-            return None
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-        return found[0]
+        return None if found is None else found[0]
 
     def put(self, key: K, value: V) -> V:
         """Keep ``value`` for ``key`` unless it alone would take more than a tenth of the cache."""

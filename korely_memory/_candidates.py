@@ -32,6 +32,7 @@ from ._schema import (
     fact_counts,
     fact_terms,
     facts,
+    memories,
     parse_sqlite_utc,
     true_account_row,
     true_personal_row,
@@ -52,10 +53,12 @@ _TRUE_ACCOUNT = sa.text(true_account_row("korely_facts"))
 
 @dataclass
 class Candidates:
-    """The facts to choose from, newest first, and how many true facts there are in all."""
+    """The facts to choose from, newest first, how many true facts there are in all, and whether
+    the identity keeps any memory."""
 
     facts: list[Fact]
     total: int
+    has_memories: bool = True
 
 
 def page_size(budget: int, count: TokenCounter) -> int:
@@ -91,6 +94,7 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
     rows = conn.exec_driver_sql(prepared.sql, prepared.arguments(params)).all()
     *found_rows, counts = rows
     own_n, shared_n = counts[1], counts[1 + _FIELDS.index("replaced_by_id")]
+    has_memories = bool(counts[1 + _FIELDS.index("source_memory_id")])
     paged = [0, 0, 0]
     seen: dict[int, Fact] = {}
     moment = prepared.moment
@@ -108,7 +112,7 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
     # A kept count that disagrees with the rows (rows written around the engine) yields to them.
     total = len(found) if complete else max(len(found), (own_n or 0) + shared_n)
     found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
-    return Candidates(found, total)
+    return Candidates(found, total, has_memories)
 
 
 _MOMENTS = [f for f in _FIELDS if isinstance(facts.c[f].type, UTCDateTime)]
@@ -306,9 +310,13 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
                 source=matching.join(facts, facts.c.id == matching.c.fact_id),
             )
         )
-    # The counts come last, as a row of their own, in two integer columns (id and replaced_by_id).
-    counts = [
-        own_n if f == "id" else shared_n if f == "replaced_by_id" else sa.null() for f in _FIELDS
-    ]
+    # The counts come last, as a row of their own, in integer columns: the facts of the identity
+    # (id), the account's (replaced_by_id), and whether it keeps a memory (source_memory_id).
+    has_memories = sa.exists().where(
+        memories.c.account == account, memories.c.agent == agent, memories.c.owner_key == owner
+    )
+    has = sa.case((has_memories, 1), else_=0)
+    in_column = {"id": own_n, "replaced_by_id": shared_n, "source_memory_id": has}
+    counts = [in_column.get(f, sa.null()) for f in _FIELDS]
     parts.append(sa.select(sa.literal(3), *counts))
     return sa.union_all(*parts)

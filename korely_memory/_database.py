@@ -37,6 +37,8 @@ DEFAULT_URL = "sqlite:///korely-memory.db"
 WRITE_WAIT = 5.0  # seconds a writer waits for another writer's lock
 _WRITE = "korely_write"
 _WAIT = "korely_wait"  # seconds a transaction may wait for a lock before giving way
+_SNAPSHOT = "korely_snapshot"  # a read of several statements from one snapshot
+_RAN = "korely_ran"  # a statement of the current transaction reached the server
 
 # PostgreSQL SQLSTATEs after which a write transaction is simply run again.
 _RETRY_PG = {"40001", "40P01", "23505", "55P03"}
@@ -79,15 +81,27 @@ def create(url: URL, *, write_wait: float = WRITE_WAIT) -> Engine:
             "pip install 'korely-memory-engine[postgres]' (psycopg 3)",
             name="psycopg",
         )
-    engine = sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    # No liveness ping on every checkout (a round trip per read): a call that finds its pooled
+    # connection dropped is run again once on a new one (``run_read``, ``run_write``).
+    engine = sa.create_engine(url, pool_size=5, max_overflow=10)
 
     @event.listens_for(engine, "connect")
     def _in_utc(dbapi_connection: Any, _record: Any) -> None:
         # Times come back in UTC as the engine returns them, with no conversion per value.
         dbapi_connection.execute("SET TIME ZONE 'UTC'")
         dbapi_connection.commit()
+        # A block's statement takes longer to plan than to run: prepare every statement at its
+        # first run, so each connection plans it once.
+        dbapi_connection.prepare_threshold = 0
 
+    _watch_statements(engine)
     return engine
+
+
+def _watch_statements(engine: Engine) -> None:
+    @event.listens_for(engine, "after_cursor_execute")
+    def _ran(conn: Connection, *_: Any) -> None:
+        conn.info[_RAN] = True
 
 
 def _create_sqlite(url: URL, write_wait: float) -> Engine:
@@ -111,11 +125,14 @@ def _create_sqlite(url: URL, write_wait: float) -> Engine:
         cursor.execute(f"PRAGMA busy_timeout={int(write_wait * 1000)}")
         cursor.close()
 
+    _watch_statements(engine)
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         options = conn.get_execution_options()
         if not options.get(_WRITE, False):
-            conn.exec_driver_sql("BEGIN")
+            if options.get(_SNAPSHOT, True):
+                conn.exec_driver_sql("BEGIN")
         elif options.get(_WAIT) is None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         else:
@@ -154,15 +171,35 @@ def _begin_within(conn: Connection, wait: float, write_wait: float) -> None:
 
 
 @contextlib.contextmanager
-def reading(engine: Engine) -> Iterator[Connection]:
-    """A read-only transaction: one consistent snapshot, no locks taken.
+def reading(engine: Engine, *, snapshot: bool = True) -> Iterator[Connection]:
+    """A read-only connection that takes no locks.
 
-    PostgreSQL reads every statement of it from one snapshot (REPEATABLE READ),
-    as SQLite's WAL does for any transaction.
+    With ``snapshot``, every statement reads from one snapshot (PostgreSQL at
+    REPEATABLE READ; SQLite's WAL gives any transaction one). Without, each
+    statement reads what is committed when it runs, outside any transaction: a
+    read of one statement costs one round trip, no BEGIN and no COMMIT.
     """
-    options = {"isolation_level": "REPEATABLE READ"} if _is_postgres(engine) else {}
+    if engine.dialect.name == "postgresql":
+        options: dict[str, Any] = {
+            "isolation_level": "REPEATABLE READ" if snapshot else "AUTOCOMMIT"
+        }
+    else:
+        options = {_SNAPSHOT: snapshot}
     with engine.connect().execution_options(**options) as conn, conn.begin():
         yield conn
+
+
+def run_read(engine: Engine, work: Callable[[Connection], R], *, snapshot: bool = True) -> R:
+    """Run ``work(conn)`` in ``reading``, once more on a new connection if the pooled one was
+    dropped (a server restart, a failover): a read has nothing to undo."""
+    for attempt in range(2):
+        try:
+            with reading(engine, snapshot=snapshot) as conn:
+                return work(conn)
+        except DBAPIError as exc:
+            if attempt or not exc.connection_invalidated:
+                raise
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager
@@ -187,15 +224,24 @@ def writing_within(engine: Engine, wait: float) -> Iterator[Connection]:
 
 
 def run_write(engine: Engine, work: Callable[[Connection], R], attempts: int = 8) -> R:
-    """Run ``work(conn)`` in a write transaction, again after a conflict another writer caused."""
+    """Run ``work(conn)`` in a write transaction, again after a conflict another writer caused,
+    or when the pooled connection turned out dropped before anything reached the server."""
     for attempt in range(attempts):
+        reached: list[bool] = []
         try:
             with writing(engine) as conn:
-                return work(conn)
+                info = conn.info  # read through the dict: a dropped connection refuses its info
+                info[_RAN] = False
+                try:
+                    return work(conn)
+                finally:
+                    reached.append(bool(info.get(_RAN)))
         except DBAPIError as exc:
-            if attempt + 1 == attempts or not is_retryable(exc):
+            stale = exc.connection_invalidated and not any(reached)
+            if attempt + 1 == attempts or not (stale or is_retryable(exc)):
                 raise
-            time.sleep(random.uniform(0, 0.005 * (2**attempt)))
+            if not stale:
+                time.sleep(random.uniform(0, 0.005 * (2**attempt)))
     raise AssertionError("unreachable")
 
 

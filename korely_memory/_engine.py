@@ -15,7 +15,7 @@ import datetime as dt
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from sqlalchemy.engine import URL, Connection
@@ -188,11 +188,10 @@ class MemoryEngine:
         with self._serial:
             return _database.run_write(self.db, work)
 
-    @contextlib.contextmanager
-    def _read(self) -> Iterator[Connection]:
-        """A read-only transaction: one consistent snapshot, no locks taken."""
-        with self._serial, _database.reading(self.db) as conn:
-            yield conn
+    def _read(self, work: Callable[[Connection], R], *, snapshot: bool = False) -> R:
+        """Run ``work`` on a read-only connection; ``snapshot``: all its statements from one."""
+        with self._serial:
+            return _database.run_read(self.db, work, snapshot=snapshot)
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -448,8 +447,7 @@ class MemoryEngine:
         """
         _validation.name("account", account)
         _validation.name("agent", agent, optional=True)
-        with self._read() as conn:
-            return _review.queue(conn, account, agent)
+        return self._read(lambda conn: _review.queue(conn, account, agent))
 
     def grant_admin(self, account: str, user: str) -> None:
         """Make ``user`` an administrator of ``account``.
@@ -479,8 +477,7 @@ class MemoryEngine:
         """
         _validation.name("account", account)
         _validation.name("user", user)
-        with self._read() as conn:
-            return self._admin(conn, account, user)
+        return self._read(lambda conn: self._admin(conn, account, user))
 
     def _admin(self, conn: Connection, account: str, user: str) -> bool:
         if self._is_admin is not None:
@@ -519,7 +516,9 @@ class MemoryEngine:
         known = _validation.moment("known_as_of", known_as_of)
         _validation.name("reader", reader, optional=True)
         everything = _validation.flag("include_invalidated", include_invalidated)
-        with self._read() as conn:
+        marking = reader is not None and at is None and known is None and not everything
+
+        def read(conn: Connection) -> tuple[list[Fact], dict[int, dt.datetime]]:
             if everything:
                 found = _versions.every_version(conn, who)
             elif at is None and known is None:
@@ -529,12 +528,11 @@ class MemoryEngine:
                     _versions.every_version(conn, who), at=at, known=known, who=who
                 )
             found.sort(key=lambda f: (f.recorded_at, f.id), reverse=True)
-            marking = reader is not None and at is None and known is None and not everything
-            last = (
-                _marks.last_reads(conn, who.account, reader, [f.id for f in found])
-                if marking and reader is not None
-                else {}
-            )
+            if not marking or reader is None:
+                return found, {}
+            return found, _marks.last_reads(conn, who.account, reader, [f.id for f in found])
+
+        found, last = self._read(read, snapshot=marking)
         if marking and reader is not None:
             self._write_marks(who, reader, found, [], last, self._now(), None)
         return found
@@ -550,8 +548,7 @@ class MemoryEngine:
         """
         who = _validation.identity(who)
         key = _validation.key(key)
-        with self._read() as conn:
-            return _versions.every_version(conn, who, key)
+        return self._read(lambda conn: _versions.every_version(conn, who, key))
 
     # -- the context block --------------------------------------------------------
 
@@ -611,18 +608,30 @@ class MemoryEngine:
         held = _read_path.new_hold(request, now)
         token = held.token if held else None
         owed = self._owed_to(request.who.account, request.reader) if request.marking else []
-        with self._read() as conn:
+
+        def read(
+            conn: Connection,
+        ) -> tuple[_read_path.Gathered, ContextBlock, dict[int, dt.datetime]]:
             gathered = _read_path.gather(conn, request, self._ranking, self._tokens, now, owed)
             block = _read_path.draft(
                 gathered, request, self._ranking, self._tokens, token=token, conn=conn
             )
-            if not request.marking:
-                self._keep_vectors()
-                return block
-            assert request.reader is not None
-            last = _marks.last_reads(
-                conn, request.who.account, request.reader, [f.id for f in block.facts]
+            if not request.marking or request.reader is None:
+                return gathered, block, {}
+            ids = [f.id for f in block.facts]
+            return (
+                gathered,
+                block,
+                _marks.last_reads(conn, request.who.account, request.reader, ids),
             )
+
+        # A read that marks, or of the past, takes several statements from one snapshot; the
+        # common read is one statement (two or three with memories) and needs no transaction.
+        gathered, block, last = self._read(read, snapshot=request.marking or request.of_the_past)
+        self._keep_vectors()
+        if not request.marking:
+            return block
+        assert request.reader is not None
 
         def redraw(told: Sequence[Change], more: int | None) -> ContextBlock:
             return _read_path.draft(
@@ -635,7 +644,6 @@ class MemoryEngine:
                 token=token,
             )
 
-        self._keep_vectors()
         claims = gathered.pending.marks_settled_by(block.changed)
         claimed = self._write_marks(
             request.who, request.reader, block.facts, claims, last, now, held
@@ -688,15 +696,17 @@ class MemoryEngine:
         who = _validation.identity(who)
         text = _validation.query(query) or ""
         top = _validation.count("limit", limit)
-        with self._read() as conn:
+
+        def read(conn: Connection) -> tuple[list[Fact], list[Memory]]:
             facts_found = self._ranking.matching_facts(text, _versions.visible(conn, who), conn)
             if self._ranking.reads_every_fact:
-                kept = self._ranking.memories(text, _memories.recent(conn, who), conn)
-            else:
-                terms = self._words.distinct(text)
-                ids = [i for i, _, _ in _memories.matching(conn, who, terms, None)[:top]]
-                found = _memories.whole(conn, ids)
-                kept = [found[i] for i in ids if i in found]
+                return facts_found, self._ranking.memories(text, _memories.recent(conn, who), conn)
+            terms = self._words.distinct(text)
+            ids = [i for i, _, _ in _memories.matching(conn, who, terms, None)[:top]]
+            found = _memories.whole(conn, ids)
+            return facts_found, [found[i] for i in ids if i in found]
+
+        facts_found, kept = self._read(read)
         self._keep_vectors()
         return SearchResult(tuple(facts_found[:top]), tuple(kept[:top]))
 
@@ -815,10 +825,9 @@ class MemoryEngine:
         _validation.name("reader", reader, optional=True)
         rehearsal = _validation.flag("dry_run", dry_run)
         turns = [(role, text) for role, text in messages]
-        with self._read() as conn:
-            if _capture.already_kept(conn, who, said):
-                return CaptureReport(None, dry_run=rehearsal, already_captured=True)
-            known = _versions.visible(conn, who)
+        if self._read(lambda conn: _capture.already_kept(conn, who, said)):
+            return CaptureReport(None, dry_run=rehearsal, already_captured=True)
+        known = self._read(lambda conn: _versions.visible(conn, who))
         operations = operations_from(extractor(turns, known))
 
         def work(conn: Connection) -> CaptureReport:
@@ -910,8 +919,7 @@ class MemoryEngine:
         text = _validation.query(query) or ""
         top = _validation.count("limit", limit)
         if not self._words(text):  # nothing to look for: the newest
-            with self._read() as conn:
-                return _memories.recent(conn, who, min(top, _memories.RECENT))
+            return self._read(lambda conn: _memories.recent(conn, who, min(top, _memories.RECENT)))
         return list(self.search(who, text, limit=top).memories)
 
     def _memory_of(

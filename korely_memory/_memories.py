@@ -9,9 +9,11 @@ then reads only as much of each memory as its budget could show.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -91,26 +93,75 @@ def get(
     return Memory.from_row(row) if row else None
 
 
+_MINE_BOUND = (
+    memories.c.account == sa.bindparam("account"),
+    memories.c.agent == sa.bindparam("agent"),
+    memories.c.owner_key == sa.bindparam("owner_key"),
+)
+_NEWEST = (memories.c.created_at.desc(), memories.c.id.desc())
+# Built once: a read pays for running these, not for building them.
+_RECENT = sa.select(memories).where(*_MINE_BOUND).order_by(*_NEWEST).limit(sa.bindparam("limit"))
+_SIZES = (
+    sa.select(memories.c.id, sa.func.length(memories.c.content))
+    .where(*_MINE_BOUND)
+    .order_by(*_NEWEST)
+    .limit(sa.bindparam("limit"))
+)
+_WHOLE = sa.select(memories).where(memories.c.id.in_(sa.bindparam("ids", expanding=True)))
+
+
+def _names(who: Identity, **also: object) -> dict[str, object]:
+    owner = _versions.owner_key(who.user)
+    return {"account": who.account, "agent": who.agent, "owner_key": owner, **also}
+
+
 def recent(conn: Connection, who: Identity, limit: int = RECENT) -> list[Memory]:
     """The newest memories of ``who``, whole, newest first."""
-    rows = conn.execute(
-        sa.select(memories)
-        .where(*_mine(who))
-        .order_by(memories.c.created_at.desc(), memories.c.id.desc())
-        .limit(limit)
-    )
-    return [Memory.from_row(r) for r in rows]
+    return [Memory.from_row(r) for r in conn.execute(_RECENT, _names(who, limit=limit))]
 
 
 def newest_excerpts(conn: Connection, who: Identity, chars: int, limit: int) -> list[Excerpt]:
     """The newest memories, as many as ``chars`` characters in all can show."""
-    rows = conn.execute(
-        sa.select(memories.c.id, sa.func.length(memories.c.content))
-        .where(*_mine(who))
-        .order_by(memories.c.created_at.desc(), memories.c.id.desc())
-        .limit(limit)
-    ).all()
+    rows = conn.execute(_SIZES, _names(who, limit=limit)).all()
     return excerpts(conn, [(i, n) for i, n in rows], chars)
+
+
+@functools.lru_cache(maxsize=64)
+def _lookup(n_terms: int, limited: bool) -> sa.CompoundSelect[Any]:
+    """Postings of each of ``n_terms`` words (``t0``...) with their memories' sizes, and a last
+    row with how many memories there are and their average length in words: one statement."""
+    parts: list[sa.Select[Any]] = []
+    for i in range(n_terms):
+        lookup = (
+            sa.select(memory_terms.c.memory_id, memory_terms.c.tf)
+            .where(
+                memory_terms.c.account == sa.bindparam("account"),
+                memory_terms.c.agent == sa.bindparam("agent"),
+                memory_terms.c.space == sa.bindparam("owner_key"),
+                memory_terms.c.term == sa.bindparam(f"t{i}"),
+            )
+            .order_by(memory_terms.c.memory_id.desc())
+        )
+        if limited:
+            lookup = lookup.limit(sa.bindparam("per_term"))
+        hits = lookup.subquery()
+        parts.append(
+            sa.select(
+                sa.literal(i).label("term"),
+                hits.c.memory_id,
+                hits.c.tf,
+                memories.c.words,
+                sa.func.length(memories.c.content).label("size"),
+            ).join_from(hits, memories, memories.c.id == hits.c.memory_id)
+        )
+    stats = sa.select(
+        sa.literal(-1),
+        sa.func.count(),
+        sa.literal(0),
+        sa.func.coalesce(sa.func.avg(memories.c.words), 1.0),
+        sa.literal(0),
+    ).where(*_MINE_BOUND)
+    return sa.union_all(*parts, stats)
 
 
 def matching(
@@ -120,46 +171,15 @@ def matching(
     characters), best first. ``per_term``: postings read per word, newest first (None: all)."""
     if not terms:
         return []
-    space = _versions.owner_key(who.user)
-    lookups = []
-    for term in terms:
-        lookup = (
-            sa.select(
-                sa.literal(term).label("term"),
-                memory_terms.c.memory_id,
-                memory_terms.c.tf,
-            )
-            .where(
-                memory_terms.c.account == who.account,
-                memory_terms.c.agent == who.agent,
-                memory_terms.c.space == space,
-                memory_terms.c.term == term,
-            )
-            .order_by(memory_terms.c.memory_id.desc())
-        )
-        if per_term is not None:
-            lookup = lookup.limit(per_term)
-        lookups.append(sa.select(lookup.subquery()))
-    hits = sa.union_all(*lookups).subquery()
-    rows = conn.execute(
-        sa.select(
-            hits.c.term,
-            hits.c.memory_id,
-            hits.c.tf,
-            memories.c.words,
-            sa.func.length(memories.c.content),
-        ).join(memories, memories.c.id == hits.c.memory_id)
-    ).all()
+    params = _names(who, per_term=per_term, **{f"t{i}": t for i, t in enumerate(terms)})
+    *rows, (_, n, _, avg, _) = conn.execute(_lookup(len(terms), per_term is not None), params)
     if not rows:
         return []
-    n, avg = conn.execute(
-        sa.select(sa.func.count(), sa.func.avg(memories.c.words)).where(*_mine(who))
-    ).one()
-    df = Counter(r.term for r in rows)
+    df = Counter(term for term, *_ in rows)
     scores: dict[int, float] = {}
     sizes: dict[int, int] = {}
     for term, memory_id, tf, words, size in rows:
-        weight = bm25_idf(n, df[term]) * bm25_term(tf, words, float(avg or 1))
+        weight = bm25_idf(n, df[term]) * bm25_term(tf, words, float(avg))
         scores[memory_id] = scores.get(memory_id, 0.0) + weight
         sizes[memory_id] = size
     ranked = sorted(scores, key=lambda i: (-scores[i], -i))
@@ -190,7 +210,7 @@ def whole(conn: Connection, memory_ids: Sequence[int]) -> dict[int, Memory]:
     """These memories with all their text."""
     if not memory_ids:
         return {}
-    rows = conn.execute(sa.select(memories).where(memories.c.id.in_(sorted(set(memory_ids)))))
+    rows = conn.execute(_WHOLE, {"ids": sorted(set(memory_ids))})
     return {r.id: Memory.from_row(r) for r in rows}
 
 

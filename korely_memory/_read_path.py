@@ -151,7 +151,9 @@ def gather(
         page = None if ranking.reads_every_fact else _candidates.page_size(request.budget, count)
         chosen = _candidates.candidates(conn, who, terms, page)
         found, total = chosen.facts, chosen.total
-        if ranking.reads_every_fact:
+        if not chosen.has_memories:
+            shown = []
+        elif ranking.reads_every_fact:
             shown = ranking.memories(request.query, _memories.recent(conn, who), conn)
         else:
             shown, excerpts = _memories_to_show(conn, request, terms)
