@@ -16,6 +16,7 @@ from ._errors import (
     NotFound,
     PermissionDenied,
 )
+from ._export import MarkRecord, UserExport
 from ._identity import EndCause, Identity, Scope
 from ._ranking import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
@@ -35,6 +36,7 @@ __all__ = [
     "LangChainEmbeddings",
     "LimitExceeded",
     "LlamaIndexEmbedding",
+    "MarkRecord",
     "Memory",
     "MemoryEngine",
     "NotCurrent",
@@ -42,5 +44,6 @@ __all__ = [
     "PermissionDenied",
     "Scope",
     "TrimReport",
+    "UserExport",
     "__version__",
 ]

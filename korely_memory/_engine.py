@@ -25,6 +25,7 @@ from . import (
     _cache,
     _database,
     _erasure,
+    _export,
     _marks,
     _memories,
     _read_path,
@@ -1007,6 +1008,30 @@ class MemoryEngine:
         with self._serial:
             return _database.checkpoint(self.db, self.url, self._write_wait)
 
+    def export_user(self, account: str, user: str) -> _export.UserExport:
+        """Everything the memory holds about ``user`` in ``account``: a person's right of access.
+
+        Read in one snapshot: every version of every fact in their own namespaces
+        (under every agent definition), their proposals, the confirmed account
+        facts they stated or confirmed, their memories, and the read marks about
+        them or read under their name: what ``erase_user`` deletes or makes
+        anonymous. ``export.to_dict()`` is the same as JSON-ready data.
+
+        Args:
+            account: The account.
+            user: The person.
+
+        Returns:
+            The export (empty tuples when nothing is held about them).
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("user", user)
+        with self._read() as conn:
+            return _export.gather(conn, account, user, self._now())
+
     def delete_reader(self, account: str, reader: str) -> int:
         """Delete every read mark kept for ``reader`` in ``account``.
 
@@ -1065,6 +1090,7 @@ class MemoryEngine:
     asearch_memories = _twin(search_memories)
     asearch = _twin(search)
     aerase_user = _twin(erase_user)
+    aexport_user = _twin(export_user)
     ascrub = _twin(scrub)
     adelete_reader = _twin(delete_reader)
     atrim = _twin(trim)

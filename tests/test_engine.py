@@ -33,6 +33,7 @@ def test_public_names_are_pinned() -> None:
         "LangChainEmbeddings",
         "LimitExceeded",
         "LlamaIndexEmbedding",
+        "MarkRecord",
         "Memory",
         "MemoryEngine",
         "NotCurrent",
@@ -40,6 +41,7 @@ def test_public_names_are_pinned() -> None:
         "PermissionDenied",
         "Scope",
         "TrimReport",
+        "UserExport",
         "__version__",
     }
 
