@@ -18,6 +18,7 @@ from ._errors import (
 )
 from ._export import MarkRecord, UserExport
 from ._identity import EndCause, Identity, Scope
+from ._migrations import SchemaVersionError
 from ._ranking import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._types import Change, ContextBlock, ErasureReport, Fact, Memory, TrimReport
 
@@ -42,6 +43,7 @@ __all__ = [
     "NotCurrent",
     "NotFound",
     "PermissionDenied",
+    "SchemaVersionError",
     "Scope",
     "TrimReport",
     "UserExport",

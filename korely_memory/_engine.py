@@ -28,6 +28,7 @@ from . import (
     _export,
     _marks,
     _memories,
+    _migrations,
     _read_path,
     _review,
     _validation,
@@ -94,7 +95,7 @@ class MemoryEngine:
         url: A SQLAlchemy URL. ``None`` opens ``$KORELY_DATABASE_URL``, else
             the SQLite file ``./korely-memory.db``. A ``postgresql://`` URL
             needs the ``postgres`` extra (psycopg 3). The schema is created on
-            first use.
+            first use; see ``auto_upgrade`` for one made by an earlier version.
         tokenizer: Counts the tokens of a text (``token_budget`` is in these);
             by default tiktoken's ``cl100k_base``, shipped offline.
         embed: Ranks facts and memories by meaning instead of words: a
@@ -116,6 +117,16 @@ class MemoryEngine:
             vectors are kept in the database under that name, so a new process
             does not embed every stored text again. Change it when the model
             changes.
+        auto_upgrade: Upgrade a database whose schema an earlier version made,
+            at start, under a lock; False refuses it with a ``SchemaVersionError``
+            naming ``korely db upgrade``. By default True for SQLite and False for
+            PostgreSQL, where upgrading is a deployment step: processes of the
+            earlier version may still be running. A schema newer than this
+            version knows is always refused.
+
+    Raises:
+        SchemaVersionError: The database's schema is not one this version works
+            with (see ``auto_upgrade``).
 
     Example:
         ```python
@@ -137,6 +148,7 @@ class MemoryEngine:
         clock: Clock | None = None,
         language: str | _AsRecorded | None = AS_RECORDED,
         embed_model: str | None = None,
+        auto_upgrade: bool | None = None,
     ) -> None:
         self.url = _database.resolve_url(url)
         self.db = _database.create(self.url, write_wait=write_wait)
@@ -151,7 +163,16 @@ class MemoryEngine:
         self._serial: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if _database.is_memory_sqlite(self.url) else contextlib.nullcontext()
         )
-        _database.create_schema(self.db, Base.metadata)
+        try:
+            upgrading = (
+                _migrations.auto_upgrade_default(self.url)
+                if auto_upgrade is None
+                else _validation.flag("auto_upgrade", auto_upgrade)
+            )
+            _migrations.prepare(self.db, auto_upgrade=upgrading)
+        except BaseException:
+            self.db.dispose()  # no connection outlives an engine that could not start
+            raise
         agreed = self._write(lambda conn: _word_index.agreed_language(conn, language))
         self._words = Words(agreed)
         self._ranking = Ranking(self._words, embed, embed_model)

@@ -39,6 +39,7 @@ def test_public_names_are_pinned() -> None:
         "NotCurrent",
         "NotFound",
         "PermissionDenied",
+        "SchemaVersionError",
         "Scope",
         "TrimReport",
         "UserExport",
