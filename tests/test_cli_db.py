@@ -92,17 +92,25 @@ def test_a_newer_or_unversioned_database_is_refused_and_stamp_adopts_one(db_url:
     assert korely("--url", db_url, "db", "check").exit_code == 0
 
 
-def test_db_upgrade_sql_prints_what_an_upgrade_runs(sqlite_url: str) -> None:
-    at_baseline(sqlite_url)
-    script = korely("--url", sqlite_url, "db", "upgrade", "--sql")
+def test_db_upgrade_sql_prints_what_an_upgrade_runs(db_url: str) -> None:
+    at_baseline(db_url)
+    script = korely("--url", db_url, "db", "upgrade", "--sql")
     assert script.exit_code == 0, script.stderr
     assert "CREATE INDEX ix_korely_memories_owner_only" in script.stdout
     assert f"UPDATE {VERSION_TABLE} SET version_num='{HEAD}'" in script.stdout
-    database = sqlite3.connect(resolve_url(sqlite_url).database or "")
-    database.executescript(script.stdout)
-    database.close()
-    assert korely("--url", sqlite_url, "db", "check").exit_code == 0
-    assert korely("--url", sqlite_url, "db", "upgrade", "--sql").stdout == f"-- already at {HEAD}\n"
+    url = resolve_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        database = sqlite3.connect(url.database or "")
+        database.executescript(script.stdout)
+        database.close()
+    else:  # as psql would run it, BEGIN and COMMIT included
+        import psycopg
+
+        plain = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(plain, autocommit=True) as database:
+            database.execute(script.stdout.encode())
+    assert korely("--url", db_url, "db", "check").exit_code == 0
+    assert korely("--url", db_url, "db", "upgrade", "--sql").stdout == f"-- already at {HEAD}\n"
 
 
 # -- errors ------------------------------------------------------------------------------------
