@@ -16,7 +16,9 @@ from ._errors import (
     NotFound,
     PermissionDenied,
 )
+from ._export import MarkRecord, UserExport
 from ._identity import EndCause, Identity, Scope
+from ._migrations import SchemaVersionError
 from ._ranking import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._types import (
     CaptureReport,
@@ -48,14 +50,17 @@ __all__ = [
     "LangChainEmbeddings",
     "LimitExceeded",
     "LlamaIndexEmbedding",
+    "MarkRecord",
     "Memory",
     "MemoryEngine",
     "NotCurrent",
     "NotFound",
     "Operation",
     "PermissionDenied",
+    "SchemaVersionError",
     "Scope",
     "SearchResult",
     "TrimReport",
+    "UserExport",
     "__version__",
 ]

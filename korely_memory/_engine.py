@@ -26,8 +26,10 @@ from . import (
     _capture,
     _database,
     _erasure,
+    _export,
     _marks,
     _memories,
+    _migrations,
     _read_path,
     _review,
     _validation,
@@ -105,7 +107,7 @@ class MemoryEngine:
         url: A SQLAlchemy URL. ``None`` opens ``$KORELY_DATABASE_URL``, else
             the SQLite file ``./korely-memory.db``. A ``postgresql://`` URL
             needs the ``postgres`` extra (psycopg 3). The schema is created on
-            first use.
+            first use; see ``auto_upgrade`` for one made by an earlier version.
         tokenizer: Counts the tokens of a text (``token_budget`` is in these);
             by default tiktoken's ``cl100k_base``, shipped offline.
         embed: Ranks facts and memories by meaning instead of words: a
@@ -127,6 +129,16 @@ class MemoryEngine:
             vectors are kept in the database under that name, so a new process
             does not embed every stored text again. Change it when the model
             changes.
+        auto_upgrade: Upgrade a database whose schema an earlier version made,
+            at start, under a lock; False refuses it with a ``SchemaVersionError``
+            naming ``korely db upgrade``. By default True for SQLite and False for
+            PostgreSQL, where upgrading is a deployment step: processes of the
+            earlier version may still be running. A schema newer than this
+            version knows is always refused.
+
+    Raises:
+        SchemaVersionError: The database's schema is not one this version works
+            with (see ``auto_upgrade``).
 
     Example:
         ```python
@@ -148,6 +160,7 @@ class MemoryEngine:
         clock: Clock | None = None,
         language: str | _AsRecorded | None = AS_RECORDED,
         embed_model: str | None = None,
+        auto_upgrade: bool | None = None,
     ) -> None:
         self.url = _database.resolve_url(url)
         self.db = _database.create(self.url, write_wait=write_wait)
@@ -162,7 +175,16 @@ class MemoryEngine:
         self._serial: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if _database.is_memory_sqlite(self.url) else contextlib.nullcontext()
         )
-        _database.create_schema(self.db, Base.metadata)
+        try:
+            upgrading = (
+                _migrations.auto_upgrade_default(self.url)
+                if auto_upgrade is None
+                else _validation.flag("auto_upgrade", auto_upgrade)
+            )
+            _migrations.prepare(self.db, auto_upgrade=upgrading)
+        except BaseException:
+            self.db.dispose()  # no connection outlives an engine that could not start
+            raise
         agreed = self._write(lambda conn: _word_index.agreed_language(conn, language))
         self._words = Words(agreed)
         self._ranking = Ranking(self._words, embed, embed_model)
@@ -986,6 +1008,30 @@ class MemoryEngine:
         with self._serial:
             return _database.checkpoint(self.db, self.url, self._write_wait)
 
+    def export_user(self, account: str, user: str) -> _export.UserExport:
+        """Everything the memory holds about ``user`` in ``account``: a person's right of access.
+
+        Read in one snapshot: every version of every fact in their own namespaces
+        (under every agent definition), their proposals, the confirmed account
+        facts they stated or confirmed, their memories, and the read marks about
+        them or read under their name: what ``erase_user`` deletes or makes
+        anonymous. ``export.to_dict()`` is the same as JSON-ready data.
+
+        Args:
+            account: The account.
+            user: The person.
+
+        Returns:
+            The export (empty tuples when nothing is held about them).
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("user", user)
+        with self._read() as conn:
+            return _export.gather(conn, account, user, self._now())
+
     def delete_reader(self, account: str, reader: str) -> int:
         """Delete every read mark kept for ``reader`` in ``account``.
 
@@ -1041,6 +1087,7 @@ class MemoryEngine:
     asearch = _twin(search)
     acapture = _twin(capture)
     aerase_user = _twin(erase_user)
+    aexport_user = _twin(export_user)
     ascrub = _twin(scrub)
     adelete_reader = _twin(delete_reader)
     atrim = _twin(trim)

@@ -257,6 +257,8 @@ class MemoryRow(Base):
 
     __table_args__ = (
         Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),
+        # A person's memories under every agent definition: erasure and export (revision 0002).
+        Index("ix_korely_memories_owner_only", "account", "owner_key"),
         {"sqlite_autoincrement": True},
     )
 

@@ -35,15 +35,18 @@ def test_public_names_are_pinned() -> None:
         "LangChainEmbeddings",
         "LimitExceeded",
         "LlamaIndexEmbedding",
+        "MarkRecord",
         "Memory",
         "MemoryEngine",
         "NotCurrent",
         "NotFound",
         "Operation",
         "PermissionDenied",
+        "SchemaVersionError",
         "Scope",
         "SearchResult",
         "TrimReport",
+        "UserExport",
         "__version__",
     }
 

@@ -1,0 +1,215 @@
+"""The root command, its options, how it opens the database and how it reports an error.
+
+``--url`` (or ``$KORELY_DATABASE_URL``) and ``--json`` are taken before the
+command or after it. Every error is one line on stderr, ``korely: CODE:
+message``, with a non-zero exit status: 1 for an error of the memory or the
+database, 2 for a command line that does not parse.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from .. import _database, _migrations
+from .._engine import MemoryEngine
+from .._errors import InvalidRequest, KorelyError, NotFound
+
+F = TypeVar("F", bound=Callable[..., Any])
+ENV = "KORELY_DATABASE_URL"
+_NO_ARGS: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2 and later
+
+
+class Failed(KorelyError):
+    """A command that ran but could not do all it was asked (the message says what is left)."""
+
+    code = "incomplete"
+
+
+@dataclass
+class Settings:
+    """What the options before and after the command name say."""
+
+    url: str | None = None
+    json: bool = False
+
+
+class KorelyGroup(click.Group):
+    """A group whose errors are one line with a code, whatever command raised them."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            status = result if isinstance(result, int) else 0
+        except click.exceptions.Abort:
+            status = _fail("aborted", "nothing was changed", 1)
+        except click.ClickException as error:
+            if isinstance(error, _NO_ARGS):  # a group named alone: its help, as click prints it
+                click.echo(error.format_message(), err=True)
+                status = error.exit_code
+            else:
+                status = _fail("usage", error.format_message(), error.exit_code)
+        except KorelyError as error:
+            status = _fail(error.code, error.message, 1)
+        except SQLAlchemyError as error:
+            status = _fail("database", _first_line(error), 1)
+        except ModuleNotFoundError as error:  # a postgresql:// URL without psycopg
+            status = _fail("missing_module", str(error), 1)
+        if standalone_mode:
+            sys.exit(status)
+        return status
+
+
+class ListByDefault(KorelyGroup):
+    """``korely review ACCOUNT`` is ``korely review list ACCOUNT``: a group that lists unless a
+    command of it is named."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+def _fail(code: str, message: str, status: int) -> int:
+    click.echo(f"korely: {code}: {message}", err=True)
+    return status
+
+
+def _first_line(error: SQLAlchemyError) -> str:
+    said = str(getattr(error, "orig", None) or error).strip()
+    return said.splitlines()[0] if said else type(error).__name__
+
+
+def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(Settings).url = value
+
+
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(Settings).json = True
+
+
+URL_HELP = f"The database, as a SQLAlchemy URL (default: ${ENV})."
+
+
+def common(command: F) -> F:
+    """``--url`` and ``--json`` after the command name too."""
+    command = click.option(
+        "--json", is_flag=True, expose_value=False, callback=_set_json, help="Print JSON."
+    )(command)
+    return click.option("--url", expose_value=False, callback=_set_url, help=URL_HELP)(command)
+
+
+@click.group("korely", cls=KorelyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", envvar=ENV, show_envvar=True, help=URL_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.version_option(package_name="korely-memory", prog_name="korely")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, as_json: bool) -> None:
+    """See and change what the memory holds, and keep it in shape.
+
+    Names the database with --url or $KORELY_DATABASE_URL. Prints tables, or
+    JSON with --json. An error is one line, `korely: CODE: message`, and a
+    non-zero exit status.
+    """
+    ctx.obj = Settings(url=url, json=as_json)
+
+
+def main() -> None:
+    """The console script ``korely``."""
+    cli.main(prog_name="korely")
+
+
+# -- opening the database ----------------------------------------------------------------
+
+
+def database_url(settings: Settings, *, may_create: bool = False) -> URL:
+    """The URL named, refusing a SQLite file that is not there (a typo would make a new one).
+
+    Raises:
+        InvalidRequest: No URL was named.
+        NotFound: The SQLite file does not exist and ``may_create`` is False.
+    """
+    if not settings.url:
+        raise InvalidRequest("url", f"name the database with --url or ${ENV}")
+    url = _database.resolve_url(settings.url)
+    if url.get_backend_name() == "sqlite" and not _database.is_memory_sqlite(url):
+        path = url.database or ""
+        if not may_create and not os.path.exists(path):
+            raise NotFound(f"no database at {path} (korely db upgrade creates one)")
+    return url
+
+
+def open_engine(ctx: click.Context) -> MemoryEngine:
+    """The memory, closed when the command ends. It never creates or upgrades the schema
+    (``korely db upgrade`` does).
+
+    Raises:
+        NotFound: The database holds none of the memory's tables (a wrong database or schema).
+    """
+    url = database_url(ctx.find_object(Settings) or Settings())
+    probe = _database.create(url)
+    try:
+        with probe.connect() as conn:
+            empty = _migrations.state(conn) == _migrations.EMPTY
+    finally:
+        probe.dispose()
+    if empty:
+        raise NotFound("the database holds no memory (korely db upgrade creates one)")
+    engine = MemoryEngine(url, auto_upgrade=False)
+    ctx.call_on_close(engine.close)
+    return engine
+
+
+def open_database(ctx: click.Context, *, may_create: bool = False) -> Engine:
+    """A SQLAlchemy engine on the database, without the memory's start-up check."""
+    url = database_url(ctx.find_object(Settings) or Settings(), may_create=may_create)
+    db = _database.create(url)
+    ctx.call_on_close(db.dispose)
+    return db
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def moment(_ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """A date (midnight UTC) or an ISO 8601 time; without an offset, UTC."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            return dt.date.fromisoformat(text)
+        if text.endswith(("Z", "z")):  # Python 3.10 reads no "Z"
+            text = text[:-1] + "+00:00"
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a date (2025-03-31) or an ISO 8601 time", param=param
+        ) from None
+
+
+def moment_option(name: str, help: str) -> Callable[[F], F]:
+    """An option that takes a moment (``moment``)."""
+    return click.option(name, callback=moment, metavar="WHEN", help=help)
+
+
+def user_or_none(user: str) -> str | None:
+    """The USER argument: '' names the memory of an agent that serves no particular person."""
+    return user or None

@@ -1,0 +1,175 @@
+"""Commands that read facts, review proposals and name administrators."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+import sqlalchemy as sa
+
+from .. import _database, _validation, _versions
+from .._errors import NotFound
+from .._identity import Identity
+from .._schema import admins
+from ._app import ListByDefault, Settings, cli, common, moment_option, open_engine, user_or_none
+from ._output import emit, facts_table, table
+
+
+@cli.command()
+@click.argument("account")
+@click.argument("user")
+@click.argument("agent")
+@click.option("--history", is_flag=True, help="Every version, ended ones too.")
+@moment_option("--as-of", "What was true in the world then.")
+@moment_option("--known-as-of", "As the memory knew it then.")
+@common
+@click.pass_context
+def facts(
+    ctx: click.Context,
+    account: str,
+    user: str,
+    agent: str,
+    history: bool,
+    as_of: dt.date | None,
+    known_as_of: dt.date | None,
+) -> None:
+    """The facts ACCOUNT USER AGENT sees, newest first.
+
+    USER may be '' for the memory of an agent that serves no particular person.
+    """
+    if history and (as_of or known_as_of):
+        raise click.UsageError("--history lists every version; leave out --as-of/--known-as-of")
+    engine = open_engine(ctx)
+    who = Identity(account, user_or_none(user), agent)
+    found = engine.get_facts(who, as_of=as_of, known_as_of=known_as_of, include_invalidated=history)
+    emit(ctx.obj, found, lambda: facts_table(found, versions=history))
+
+
+@cli.command()
+@click.argument("account")
+@click.argument("user")
+@click.argument("agent")
+@click.argument("key")
+@common
+@click.pass_context
+def history(ctx: click.Context, account: str, user: str, agent: str, key: str) -> None:
+    """Every version of KEY that ACCOUNT USER AGENT may see, oldest first.
+
+    USER may be '' for the memory of an agent that serves no particular person.
+    """
+    engine = open_engine(ctx)
+    found = engine.history(Identity(account, user_or_none(user), agent), key)
+    emit(ctx.obj, found, lambda: facts_table(found, versions=True, empty="no versions"))
+
+
+# -- review ------------------------------------------------------------------------------
+
+
+@cli.group(cls=ListByDefault)
+def review() -> None:
+    """Proposed account facts: `review ACCOUNT` lists them; confirm or reject one by id."""
+
+
+@review.command("list")
+@click.argument("account")
+@click.option("--agent", help="Only the proposals made through this agent definition.")
+@common
+@click.pass_context
+def review_list(ctx: click.Context, account: str, agent: str | None) -> None:
+    """The proposals of ACCOUNT waiting for an administrator, oldest first."""
+    found = open_engine(ctx).proposals(account, agent)
+    emit(ctx.obj, found, lambda: facts_table(found, empty="no proposals"))
+
+
+def _decide(ctx: click.Context, fact_id: int, admin: str, *, confirm: bool) -> None:
+    engine = open_engine(ctx)
+    with _database.reading(engine.db) as conn:
+        proposal = _versions.by_id(conn, fact_id)
+    if proposal is None:
+        raise NotFound(f"no fact {fact_id}")
+    reviewer = Identity(proposal.account, admin, proposal.agent)
+    decided = engine.confirm(reviewer, fact_id) if confirm else engine.reject(reviewer, fact_id)
+    emit(ctx.obj, decided, lambda: facts_table([decided], versions=not confirm))
+
+
+_ID = click.argument("fact_id", metavar="ID", type=click.IntRange(min=1))
+_AS = click.option(
+    "--as", "admin", required=True, help="The administrator of the fact's account deciding."
+)
+
+
+@review.command()
+@_ID
+@_AS
+@common
+@click.pass_context
+def confirm(ctx: click.Context, fact_id: int, admin: str) -> None:
+    """Confirm proposal ID: every user of its account sees it."""
+    _decide(ctx, fact_id, admin, confirm=True)
+
+
+@review.command()
+@_ID
+@_AS
+@common
+@click.pass_context
+def reject(ctx: click.Context, fact_id: int, admin: str) -> None:
+    """Reject proposal ID: it ends, is shown to nobody, and is kept for review."""
+    _decide(ctx, fact_id, admin, confirm=False)
+
+
+# -- administrators ----------------------------------------------------------------------
+
+
+@cli.group("admins", cls=ListByDefault)
+def admins_group() -> None:
+    """Administrators: `admins ACCOUNT` lists them; grant or revoke one."""
+
+
+@admins_group.command("list")
+@click.argument("account")
+@common
+@click.pass_context
+def admins_list(ctx: click.Context, account: str) -> None:
+    """The administrators of ACCOUNT on the memory's own list (not an application's is_admin)."""
+    _validation.name("account", account)
+    engine = open_engine(ctx)
+    with _database.reading(engine.db) as conn:
+        names = list(
+            conn.execute(
+                sa.select(admins.c.user).where(admins.c.account == account).order_by(admins.c.user)
+            ).scalars()
+        )
+    emit(ctx.obj, names, lambda: table(["administrator"], [[n] for n in names], empty="none"))
+
+
+def _set_admin(ctx: click.Context, account: str, user: str, *, grant: bool) -> None:
+    engine = open_engine(ctx)
+    (engine.grant_admin if grant else engine.revoke_admin)(account, user)
+    settings: Settings = ctx.obj
+    verb = "administers" if grant else "no longer administers"
+    emit(
+        settings,
+        {"account": account, "user": user, "administrator": grant},
+        lambda: f"{user} {verb} {account}",
+    )
+
+
+@admins_group.command()
+@click.argument("account")
+@click.argument("user")
+@common
+@click.pass_context
+def grant(ctx: click.Context, account: str, user: str) -> None:
+    """Make USER an administrator of ACCOUNT."""
+    _set_admin(ctx, account, user, grant=True)
+
+
+@admins_group.command()
+@click.argument("account")
+@click.argument("user")
+@common
+@click.pass_context
+def revoke(ctx: click.Context, account: str, user: str) -> None:
+    """Take administration of ACCOUNT away from USER."""
+    _set_admin(ctx, account, user, grant=False)

@@ -1,0 +1,79 @@
+"""How commands print: aligned tables for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import click
+
+from .._export import plain
+from .._types import Fact
+from ._app import Settings
+
+WIDEST = 100  # characters of a text shown in a table cell; JSON shows all of it
+
+
+def emit(settings: Settings, value: Any, render: Callable[[], str]) -> None:
+    """Print ``value`` as JSON with ``--json``, else what ``render`` writes."""
+    if settings.json:
+        click.echo(json.dumps(plain(value), indent=2, ensure_ascii=False))
+    else:
+        click.echo(render())
+
+
+def when(moment: dt.datetime | None) -> str:
+    """A moment as a table shows it: to the minute, UTC."""
+    return "" if moment is None else moment.strftime("%Y-%m-%d %H:%M")
+
+
+def cell(value: Any) -> str:
+    """A value on one line, cut to ``WIDEST``."""
+    if value is None:
+        return ""
+    if isinstance(value, dt.datetime):
+        return when(value)
+    text = " ".join(str(value).split())
+    return text if len(text) <= WIDEST else text[: WIDEST - 1] + "…"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, empty: str) -> str:
+    """Rows under their headers, columns aligned; ``empty`` when there are none."""
+    if not rows:
+        return f"({empty})"
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    lines = [headers, ["-" * w for w in widths], *cells]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def pairs(values: Mapping[str, Any]) -> str:
+    """Names and values, one a line."""
+    width = max(len(k) for k in values)
+    return "\n".join(f"{k.ljust(width)}  {cell(v)}" for k, v in values.items())
+
+
+def facts_table(found: Sequence[Fact], *, versions: bool = False, empty: str = "no facts") -> str:
+    """Facts as a table; with ``versions``, when each ended and why."""
+    headers = ["id", "agent", "key", "content", "scope", "since", "recorded"]
+    if versions:
+        headers += ["ended", "cause"]
+    rows = []
+    for f in found:
+        row: list[Any] = [
+            f.id,
+            f.agent,
+            f.key,
+            f.content if not f.erased else "(erased)",
+            f.effective_scope.value,
+            f.valid_from,
+            f.recorded_at,
+        ]
+        if versions:
+            row += [f.ended_recorded_at, f.end_cause.value if f.end_cause else ""]
+        rows.append(row)
+    return table(headers, rows, empty=empty)

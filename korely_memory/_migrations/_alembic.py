@@ -1,0 +1,83 @@
+"""Alembic, driven from inside the package: no ``alembic.ini``, the connection handed over.
+
+Imported only when a schema has to change or be compared, so that ``import
+korely_memory`` and an engine start never load Alembic.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import URL, Connection
+
+from .._schema import Base
+from . import VERSION_TABLE
+
+SCRIPTS = "korely_memory:_migrations"
+
+
+def config(
+    connection: Connection | None = None, *, scripts: str = SCRIPTS, **attributes: Any
+) -> Config:
+    """An Alembic configuration for the package's revisions, run on ``connection``."""
+    cfg = Config(output_buffer=io.StringIO())
+    cfg.set_main_option("script_location", scripts)
+    cfg.attributes["connection"] = connection
+    cfg.attributes.update(attributes)
+    return cfg
+
+
+def revisions(scripts: str = SCRIPTS) -> list[str]:
+    """Every revision, oldest first."""
+    directory = ScriptDirectory.from_config(config(scripts=scripts))
+    return [r.revision for r in reversed(list(directory.walk_revisions()))]
+
+
+def upgrade(conn: Connection, target: str, *, scripts: str = SCRIPTS) -> None:
+    """Run the revisions up to ``target`` in the transaction ``conn`` is in (it holds the lock)."""
+    command.upgrade(config(conn, scripts=scripts), target)
+
+
+def stamp(conn: Connection, revision: str) -> None:
+    """Record ``revision`` as the one the database is at, changing nothing else."""
+    command.stamp(config(conn), revision)
+
+
+def upgrade_sql(url: URL, start: str, target: str) -> str:
+    """The SQL that upgrades a database at ``start`` to ``target``, for a reviewer to run."""
+    cfg = config(url=url.render_as_string(hide_password=False))
+    command.upgrade(cfg, f"{start}:{target}", sql=True)
+    buffer = cfg.output_buffer
+    assert isinstance(buffer, io.StringIO)
+    return buffer.getvalue()
+
+
+def differences(conn: Connection) -> list[Any]:
+    """What differs between the memory's tables in the database and the models (Alembic's
+    autogenerate comparison); empty when they agree."""
+    context = MigrationContext.configure(conn, opts=options())
+    return list(compare_metadata(context, Base.metadata))
+
+
+def options() -> dict[str, Any]:
+    """The options every Alembic context of the memory is configured with."""
+    return {
+        "target_metadata": Base.metadata,
+        "version_table": VERSION_TABLE,
+        "render_as_batch": True,
+        "compare_type": True,
+        "include_name": _include_name,
+    }
+
+
+def _include_name(name: str | None, kind: str, _parents: Any) -> bool:
+    """Only the memory's own tables: an application's tables in the same database are not ours."""
+    from . import is_memory_table
+
+    return kind != "table" or (name is not None and is_memory_table(name))

@@ -1,0 +1,1 @@
+"""The memory's schema revisions, oldest first (Alembic reads them; nothing imports them)."""

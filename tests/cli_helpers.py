@@ -1,0 +1,49 @@
+"""Running the ``korely`` command in the test process, as a user would type it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from click.testing import CliRunner, Result
+
+from korely_memory import Identity, MemoryEngine, Scope
+from korely_memory._cli import cli
+
+GIULIA = Identity("acme", "giulia", "support-copilot")
+MARCO = Identity("acme", "marco", "support-copilot")
+TEAM = Identity("acme", None, "night-shift")
+
+
+def korely(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+    """``korely ARGS``; the result's stdout, stderr and exit code."""
+    return CliRunner(env=env).invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+def as_json(result: Result) -> Any:
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def one_error(result: Result, code: str) -> str:
+    """The one line an error prints, checked to name ``code``; the exit status non-zero."""
+    assert result.exit_code != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"korely: {code}: "), lines[0]
+    assert result.stdout == ""
+    return lines[0]
+
+
+def fill(url: str) -> dict[str, int]:
+    """A memory with history, a proposal, an administrator, a memory and a change untold."""
+    with MemoryEngine(url) as engine:
+        engine.grant_admin("acme", "anna")
+        first = engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.get_context(GIULIA, "Where does Giulia live?", reader="support-bot")
+        engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
+        office = engine.remember(GIULIA, "office", "Acme's office is in Turin", scope=Scope.ACCOUNT)
+        hours = engine.remember(MARCO, "hours", "Acme opens at nine", scope=Scope.ACCOUNT)
+        engine.add_memory(GIULIA, "Giulia asked about her running shoes")
+        engine.remember(TEAM, "handover", "Check the overnight queue first")
+    return {"rome": first.id, "office": office.id, "hours": hours.id}

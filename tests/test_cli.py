@@ -1,0 +1,160 @@
+"""The ``korely`` command on facts, review, administrators, a person's data and upkeep."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from korely_memory import MemoryEngine
+
+from .cli_helpers import MARCO, as_json, fill, korely, one_error
+
+
+def test_facts_shows_what_is_true_and_history_every_version(db_url: str) -> None:
+    ids = fill(db_url)
+
+    shown = korely("--url", db_url, "facts", "acme", "giulia", "support-copilot")
+    assert shown.exit_code == 0, shown.stderr
+    assert "Giulia lives in Milan" in shown.stdout and "Rome" not in shown.stdout
+    assert shown.stdout.splitlines()[0].split()[:3] == ["id", "agent", "key"]
+
+    every = korely("--url", db_url, "facts", "acme", "giulia", "support-copilot", "--history")
+    assert "Giulia lives in Rome" in every.stdout and "corrected" in every.stdout
+
+    data = as_json(korely("facts", "acme", "giulia", "support-copilot", "--json", "--url", db_url))
+    assert {f["key"]: f["content"] for f in data} == {
+        "home-city": "Giulia lives in Milan",
+        "office": "Acme's office is in Turin",
+    }
+    url = ("--json", "--url", db_url)
+    versions = as_json(korely(*url, "history", "acme", "giulia", "support-copilot", "home-city"))
+    rome = next(f for f in versions if f["id"] == ids["rome"])
+    then = as_json(
+        korely(*url, "facts", "acme", "giulia", "support-copilot", "--as-of", rome["valid_from"])
+    )
+    assert [f["content"] for f in then if f["key"] == "home-city"] == ["Giulia lives in Rome"]
+
+
+def test_history_lists_the_versions_of_a_key_and_an_empty_user_is_team_memory(db_url: str) -> None:
+    fill(db_url)
+    versions = as_json(
+        korely(
+            "--json", "--url", db_url, "history", "acme", "giulia", "support-copilot", "home-city"
+        )
+    )
+    assert [v["content"] for v in versions] == ["Giulia lives in Rome", "Giulia lives in Milan"]
+    assert [v["end_cause"] for v in versions] == ["corrected", None]
+    team = korely("--url", db_url, "facts", "acme", "", "night-shift")
+    assert "Check the overnight queue first" in team.stdout
+    none = korely("--url", db_url, "history", "acme", "giulia", "support-copilot", "no-such-key")
+    assert none.exit_code == 0 and none.stdout.strip() == "(no versions)"
+
+
+def test_review_lists_confirms_and_rejects_proposals(db_url: str) -> None:
+    ids = fill(db_url)
+    listed = korely("--url", db_url, "review", "acme")
+    assert "Acme's office is in Turin" in listed.stdout and "Acme opens at nine" in listed.stdout
+    assert korely("--url", db_url, "review", "list", "acme", "--agent", "other").stdout == (
+        "(no proposals)\n"
+    )
+
+    refused = korely("--url", db_url, "review", "confirm", str(ids["office"]), "--as", "giulia")
+    assert "not an administrator" in one_error(refused, "forbidden")
+    one_error(korely("--url", db_url, "review", "confirm", "999999", "--as", "anna"), "not_found")
+
+    confirmed = as_json(
+        korely("--url", db_url, "--json", "review", "confirm", str(ids["office"]), "--as", "anna")
+    )
+    assert (confirmed["scope"], confirmed["confirmed_by"]) == ("account", "anna")
+    rejected = as_json(
+        korely("--url", db_url, "--json", "review", "reject", str(ids["hours"]), "--as", "anna")
+    )
+    assert (rejected["scope"], rejected["end_cause"]) == ("account_rejected", "rejected")
+    assert as_json(korely("--url", db_url, "--json", "review", "acme")) == []
+    with MemoryEngine(db_url) as engine:
+        marco = engine.get_facts(MARCO)
+    assert [f.key for f in marco] == ["office"]
+
+
+def test_admins_lists_grants_and_revokes(db_url: str) -> None:
+    fill(db_url)
+    assert as_json(korely("--url", db_url, "--json", "admins", "acme")) == ["anna"]
+    granted = korely("--url", db_url, "admins", "grant", "acme", "giulia")
+    assert granted.stdout == "giulia administers acme\n"
+    assert as_json(korely("--url", db_url, "--json", "admins", "list", "acme")) == [
+        "anna",
+        "giulia",
+    ]
+    revoked = as_json(korely("--url", db_url, "--json", "admins", "revoke", "acme", "anna"))
+    assert revoked == {"account": "acme", "user": "anna", "administrator": False}
+    assert korely("--url", db_url, "admins", "acme").stdout.split() == [
+        "administrator",
+        "-" * 13,
+        "giulia",
+    ]
+    one_error(korely("--url", db_url, "admins", "grant", "acme", "a/b"), "invalid_request")
+
+
+def test_export_user_prints_or_writes_a_person_s_data(db_url: str, tmp_path: Path) -> None:
+    fill(db_url)
+    data = as_json(korely("--url", db_url, "export-user", "acme", "giulia"))
+    assert data["format"] == "korely-user-export/1"
+    assert [f["content"] for f in data["facts"]] == [
+        "Giulia lives in Rome",
+        "Giulia lives in Milan",
+    ]
+    assert [m["content"] for m in data["memories"]] == ["Giulia asked about her running shoes"]
+    assert [(m["reader"], m["subject"]) for m in data["marks"]] == [("support-bot", "giulia")]
+
+    target = tmp_path / "giulia.json"
+    written = korely("--url", db_url, "export-user", "acme", "giulia", "-o", str(target), "--json")
+    assert as_json(written)["facts"] == 2
+    kept = json.loads(target.read_text())
+    assert {**kept, "exported_at": None} == {**data, "exported_at": None}
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+    target.chmod(0o644)
+    korely("--url", db_url, "export-user", "acme", "giulia", "--output", str(target))
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+
+
+def test_erase_user_asks_first_then_prints_the_report(db_url: str) -> None:
+    fill(db_url)
+    declined = korely("--url", db_url, "erase-user", "acme", "giulia", input="n\n")
+    assert declined.exit_code == 1 and "korely: aborted: nothing was changed" in declined.stderr
+    assert as_json(korely("--url", db_url, "export-user", "acme", "giulia"))["facts"]
+
+    erased = korely("--url", db_url, "erase-user", "acme", "giulia", input="y\n")
+    assert erased.exit_code == 0, erased.stderr
+    assert "Erase everything about 'giulia' in 'acme'?" in erased.stderr
+    assert "facts" in erased.stdout and "pseudonym" in erased.stdout
+    assert ("korely scrub" in erased.stderr) == db_url.startswith("postgresql")
+    left = as_json(korely("--url", db_url, "export-user", "acme", "giulia"))
+    assert (left["facts"], left["memories"], left["marks"]) == ([], [], [])
+
+    again = as_json(korely("--url", db_url, "--json", "erase-user", "acme", "marco", "--yes"))
+    assert again["account_facts_kept"] == 0 and again["facts"] == 1
+
+
+def test_trim_stats_and_scrub(db_url: str) -> None:
+    fill(db_url)
+    before = as_json(korely("--url", db_url, "--json", "stats"))
+    assert {k: before[k] for k in ("accounts", "people", "facts", "fact_versions")} == {
+        "accounts": 1,
+        "people": 2,
+        "facts": 4,
+        "fact_versions": 5,
+    }
+    assert (before["proposals"], before["memories"], before["marks"]) == (2, 1, 1)
+    assert before["changes_untold"] == 1 and before["administrators"] == 1
+    assert before["size_bytes"] > 0 and before["schema_revision"] == "0002"
+    assert "people" in korely("--url", db_url, "stats").stdout
+
+    trimmed = as_json(korely("--url", db_url, "--json", "trim", "--now", "2999-01-01"))
+    assert trimmed == {"marks_expired": 1, "marks_told": 0}
+    assert "marks_expired" in korely("--url", db_url, "trim").stdout
+    assert as_json(korely("--url", db_url, "--json", "stats"))["marks"] == 0
+
+    scrubbed = korely("--url", db_url, "scrub")
+    assert scrubbed.exit_code == 0 and scrubbed.stdout == "scrubbed\n"

@@ -1,0 +1,211 @@
+"""``korely db``, the command's errors, and the command as a process."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from korely_memory import Identity, MemoryEngine
+from korely_memory._database import create, resolve_url
+from korely_memory._migrations import HEAD, VERSION_TABLE, _alembic, schema_transaction
+
+from .cli_helpers import as_json, fill, korely, one_error
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def at_baseline(url: str) -> None:
+    db = create(resolve_url(url))
+    with schema_transaction(db) as conn:
+        _alembic.upgrade(conn, "0001")
+    db.dispose()
+
+
+def set_revision(url: str, revision: str) -> None:
+    db = create(resolve_url(url))
+    with db.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = :r"), {"r": revision})
+    db.dispose()
+
+
+def test_db_upgrade_creates_upgrades_and_is_then_a_no_op(db_url: str) -> None:
+    before = korely("--url", db_url, "--json", "db", "current")
+    if db_url.startswith("sqlite"):  # no file yet: only `db upgrade` makes one
+        one_error(before, "not_found")
+    else:
+        assert as_json(before) == {"revision": "empty", "head": HEAD, "up_to_date": False}
+    refused = one_error(korely("--url", db_url, "stats"), "not_found")
+    assert ("no database at" if db_url.startswith("sqlite") else "holds no memory") in refused
+    assert korely("--url", db_url, "db", "upgrade").stdout == f"upgraded from empty to {HEAD}\n"
+    assert korely("--url", db_url, "db", "upgrade").stdout == f"already at {HEAD}\n"
+    assert korely("--url", db_url, "db", "check").exit_code == 0
+    fill(db_url)
+    assert as_json(korely("--url", db_url, "--json", "stats"))["facts"] == 4
+
+
+def test_an_older_database_is_refused_by_every_command_until_db_upgrade(db_url: str) -> None:
+    at_baseline(db_url)
+    said = one_error(korely("--url", db_url, "stats"), "schema_version")
+    assert "run `korely db upgrade`" in said
+    one_error(korely("--url", db_url, "db", "check"), "schema_version")
+    assert korely("--url", db_url, "db", "current").stdout.split()[:2] == ["revision", "0001"]
+
+    upgraded = as_json(korely("--url", db_url, "--json", "db", "upgrade"))
+    assert upgraded == {"from": "0001", "to": HEAD, "upgraded": True}
+    assert korely("--url", db_url, "db", "check").stdout == (
+        f"revision {HEAD}: the tables match the models\n"
+    )
+    assert korely("--url", db_url, "stats").exit_code == 0
+
+
+def test_db_check_finds_a_table_that_differs_from_the_models(db_url: str) -> None:
+    korely("--url", db_url, "db", "upgrade")
+    db = create(resolve_url(db_url))
+    with db.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX ix_korely_marks_subject")
+    db.dispose()
+    said = one_error(korely("--url", db_url, "db", "check"), "schema_version")
+    assert "1 difference(s)" in said and "ix_korely_marks_subject" in said
+
+
+def test_a_newer_or_unversioned_database_is_refused_and_stamp_adopts_one(db_url: str) -> None:
+    korely("--url", db_url, "db", "upgrade")
+    set_revision(db_url, "0999")
+    for command in (["db", "upgrade"], ["db", "check"], ["facts", "acme", "giulia", "bot"]):
+        assert "newer korely-memory" in one_error(
+            korely("--url", db_url, *command), "schema_version"
+        )
+
+    db = create(resolve_url(db_url))
+    with db.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
+    db.dispose()
+    assert "korely db stamp" in one_error(korely("--url", db_url, "stats"), "schema_version")
+    one_error(korely("--url", db_url, "db", "stamp", "7"), "invalid_request")
+    stamped = korely("--url", db_url, "db", "stamp", HEAD)
+    assert stamped.stdout == f"recorded revision {HEAD} (was unversioned)\n"
+    assert korely("--url", db_url, "db", "check").exit_code == 0
+
+
+def test_db_upgrade_sql_prints_what_an_upgrade_runs(db_url: str) -> None:
+    at_baseline(db_url)
+    script = korely("--url", db_url, "db", "upgrade", "--sql")
+    assert script.exit_code == 0, script.stderr
+    assert "CREATE INDEX ix_korely_memories_owner_only" in script.stdout
+    assert f"UPDATE {VERSION_TABLE} SET version_num='{HEAD}'" in script.stdout
+    url = resolve_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        database = sqlite3.connect(url.database or "")
+        database.executescript(script.stdout)
+        database.close()
+    else:  # as psql would run it, BEGIN and COMMIT included
+        import psycopg
+
+        plain = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(plain, autocommit=True) as database:
+            database.execute(script.stdout.encode())
+    assert korely("--url", db_url, "db", "check").exit_code == 0
+    assert korely("--url", db_url, "db", "upgrade", "--sql").stdout == f"-- already at {HEAD}\n"
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def test_errors_are_one_line_with_a_code(sqlite_url: str, tmp_path: Path) -> None:
+    fill(sqlite_url)
+    one_error(korely("stats"), "invalid_request")  # no URL named
+    assert "no database at" in one_error(
+        korely("--url", f"sqlite:///{tmp_path}/typo.db", "stats"), "not_found"
+    )
+    assert not (tmp_path / "typo.db").exists()
+    application = sqlite3.connect(tmp_path / "application.db")
+    application.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    application.close()
+    other = korely("--url", f"sqlite:///{tmp_path}/application.db", "facts", "a", "b", "c")
+    assert "holds no memory" in one_error(other, "not_found")
+    application = sqlite3.connect(tmp_path / "application.db")
+    tables = application.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    application.close()
+    assert tables == [("orders",)]
+    one_error(korely("--url", sqlite_url, "erase-user", "acme", "a/b"), "invalid_request")
+    usage = one_error(korely("--url", sqlite_url, "facts", "acme"), "usage")
+    assert "Missing argument" in usage
+    bad_moment = korely("--url", sqlite_url, "facts", "acme", "giulia", "bot", "--as-of", "soon")
+    assert "'soon' is not a date" in one_error(bad_moment, "usage")
+    assert bad_moment.exit_code == 2
+    both = korely("--url", sqlite_url, "facts", "a", "b", "c", "--history", "--as-of", "2025-01-01")
+    one_error(both, "usage")
+    one_error(
+        korely("--url", sqlite_url, "history", "acme", "giulia", "bot", "!!"), "invalid_request"
+    )
+    one_error(korely("--url", sqlite_url, "export-user", "acme", "a/b"), "invalid_request")
+    one_error(korely("--url", sqlite_url, "trim", "--now", "0001-01-02"), "invalid_request")
+    alone = korely("review")
+    assert alone.exit_code == 2 and alone.stderr.startswith("Usage: korely review")
+    assert "confirm" in alone.stderr  # a group named alone shows its commands
+    assert korely("--version").stdout.startswith("korely, version ")
+    unreachable = "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2"
+    assert korely("--url", unreachable, "stats").exit_code == 1
+    one_error(korely("--url", unreachable, "stats"), "database")
+
+
+def test_the_url_comes_from_the_environment_and_options_go_after_the_command(
+    sqlite_url: str,
+) -> None:
+    fill(sqlite_url)
+    from_env = korely("--json", "admins", "acme", env={"KORELY_DATABASE_URL": sqlite_url})
+    assert as_json(from_env) == ["anna"]
+    after = korely("admins", "acme", "--url", sqlite_url, "--json")
+    assert as_json(after) == ["anna"]
+
+
+# -- as a process -----------------------------------------------------------------------------
+
+
+def run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_python_m_korely_memory_and_the_console_script(sqlite_url: str) -> None:
+    fill(sqlite_url)
+    done = run(sys.executable, "-m", "korely_memory", "--url", sqlite_url, "admins", "acme")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "anna"
+    failed = run(
+        sys.executable,
+        "-m",
+        "korely_memory",
+        "--url",
+        sqlite_url,
+        "review",
+        "confirm",
+        "999",
+        "--as",
+        "anna",
+    )
+    assert failed.returncode == 1 and failed.stderr == "korely: not_found: no fact 999\n"
+    script = Path(sys.executable).with_name("korely")
+    assert script.exists(), "pip install -e . makes the console script"
+    current = run(str(script), "--url", sqlite_url, "--json", "db", "current")
+    assert current.returncode == 0 and f'"revision": "{HEAD}"' in current.stdout
+
+
+def test_importing_and_starting_the_engine_loads_neither_alembic_nor_click(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from korely_memory import MemoryEngine\n"
+        f"MemoryEngine({f'sqlite:///{tmp_path}/new.db'!r}).close()\n"
+        f"MemoryEngine({f'sqlite:///{tmp_path}/new.db'!r}).close()\n"
+        "print(sorted(m for m in ('alembic', 'click', 'mako') if m in sys.modules))\n"
+    )
+    done = run(sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"
+    assert os.path.exists(tmp_path / "new.db")
+    with MemoryEngine(f"sqlite:///{tmp_path}/new.db") as engine:
+        assert engine.get_facts(Identity("acme", "giulia", "bot")) == []
