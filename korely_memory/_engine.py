@@ -1029,8 +1029,8 @@ class MemoryEngine:
         """
         _validation.name("account", account)
         _validation.name("user", user)
-        with self._read() as conn:
-            return _export.gather(conn, account, user, self._now())
+        now = self._now()
+        return self._read(lambda conn: _export.gather(conn, account, user, now), snapshot=True)
 
     def delete_reader(self, account: str, reader: str) -> int:
         """Delete every read mark kept for ``reader`` in ``account``.
