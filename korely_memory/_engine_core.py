@@ -1,0 +1,148 @@
+"""What every group of ``MemoryEngine``'s methods shares: its parts, its transactions, its marks.
+
+``MemoryEngine`` (``_engine.py``) is made of one class per concern: facts
+(``_engine_facts.py``), review (``_engine_review.py``), the context block
+(``_engine_context.py``), memories and recall (``_engine_memories.py``), and
+erasure and upkeep (``_engine_upkeep.py``). Each builds on ``EngineCore``: the
+transactions (``_write``, ``_read``) and the mark step (``_write_marks``) live
+here, once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from . import (
+    _cache,
+    _database,
+    _marks,
+    _memories,
+    _read_path,
+    _review,
+    _versions,
+    _writes,
+)
+from ._errors import NotFound
+from ._identity import Identity
+from ._ranking import Ranking
+from ._tokens import TokenCounter
+from ._types import (
+    Fact,
+    Memory,
+)
+from ._words import Words
+
+R = TypeVar("R")
+Clock = Callable[[], dt.datetime]
+Moment = dt.datetime | dt.date
+MARK_WAIT = 0.2  # seconds a read waits for a lock on its marks before giving way
+OWED_READERS = 1024  # readers whose unmarked reads this process remembers
+
+
+class EngineCore:
+    """The parts ``MemoryEngine.__init__`` sets, and the steps its methods share."""
+
+    url: URL
+    db: Engine
+    _write_wait: float
+    _is_admin: Callable[[str, str], bool] | None
+    _now: Clock
+    _tokens: TokenCounter
+    _words: Words
+    _ranking: Ranking
+    _writer: _writes.Writer
+    _serial: Any
+    # Versions handed over by reads whose marks gave way, marked by the reader's next read.
+    _owed: OrderedDict[tuple[str, str], dict[int, Fact]]
+    _owed_lock: threading.Lock
+
+    def _write(self, work: Callable[[Connection], R]) -> R:
+        with self._serial:
+            return _database.run_write(self.db, work)
+
+    def _read(self, work: Callable[[Connection], R], *, snapshot: bool = False) -> R:
+        """Run ``work`` on a read-only connection; ``snapshot``: all its statements from one."""
+        with self._serial:
+            return _database.run_read(self.db, work, snapshot=snapshot)
+
+    def _admin(self, conn: Connection, account: str, user: str) -> bool:
+        if self._is_admin is not None:
+            return bool(self._is_admin(account, user))
+        return _review.listed(conn, account, user)
+
+    def _keep_vectors(self) -> None:
+        """Keep the vectors a read computed, so no process embeds the same text again."""
+        if self._ranking.has_unsaved_vectors:
+            self._write(self._ranking.save_vectors)
+
+    def _scrub_words(self) -> bool:
+        """After words were deleted: drop them from this process's caches, and from SQLite's log."""
+        _cache.forget_all()
+        with self._serial:
+            return _database.checkpoint(self.db, self.url, self._write_wait)
+
+    def _memory_of(
+        self, conn: Connection, who: Identity, memory_id: int, *, exclusive: bool = False
+    ) -> Memory:
+        memory = _memories.get(conn, who, memory_id, exclusive=exclusive)
+        if memory is None:
+            raise NotFound(f"no memory {memory_id} for this identity")
+        return memory
+
+    def _write_marks(
+        self,
+        who: Identity,
+        reader: str,
+        shown: Sequence[Fact],
+        claims: Sequence[int],
+        last_reads: dict[int, dt.datetime],
+        now: dt.datetime,
+        hold: _marks.Hold | None,
+    ) -> set[int] | None:
+        """Write a read's marks and claims; returns the marks claimed, None when it gave way.
+
+        It waits at most ``MARK_WAIT`` for a lock another transaction holds, and
+        gives way to that and to a lost connection, never failing the read.
+        Versions a read that gave way handed over are owed marks, written by
+        the reader's next read in this process.
+        """
+        slot = (who.account, reader)
+        owed = self._owed_to(who.account, reader)
+        work = _read_path.mark_work(shown, claims, last_reads, owed, now, hold)
+        if not work:
+            return set()
+        try:
+            with self._serial, _database.writing_within(self.db, MARK_WAIT) as conn:
+                _versions.lock_person(conn, who.account, who.user, reader)
+                _marks.hand_over(conn, who.account, reader, work.hand_over, now)
+                _marks.refresh(conn, who.account, reader, work.refresh, now)
+                claimed = _marks.claim(conn, who.account, reader, work.claim, now, work.hold)
+        except DBAPIError as exc:
+            if not _database.gives_way(exc):
+                raise
+            self._owe(slot, [*owed, *shown])
+            return None
+        if owed:
+            with self._owed_lock:
+                self._owed.pop(slot, None)
+        return claimed
+
+    def _owed_to(self, account: str, reader: str | None) -> list[Fact]:
+        """Versions this reader was handed by reads that gave way, still to be marked."""
+        with self._owed_lock:
+            return list(self._owed.get((account, reader or ""), {}).values())
+
+    def _owe(self, slot: tuple[str, str], handed: Sequence[Fact]) -> None:
+        with self._owed_lock:
+            kept = self._owed.setdefault(slot, {})
+            kept.update((f.id, f) for f in handed)
+            self._owed.move_to_end(slot)
+            while len(self._owed) > OWED_READERS:
+                self._owed.popitem(last=False)

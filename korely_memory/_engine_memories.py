@@ -1,0 +1,212 @@
+"""Memories, search and capture: ``MemoryEngine``'s recall methods."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from sqlalchemy.engine import Connection
+
+from . import (
+    _capture,
+    _memories,
+    _validation,
+    _versions,
+)
+from ._engine_core import EngineCore
+from ._identity import Identity
+from ._types import (
+    CaptureReport,
+    Fact,
+    Memory,
+    SearchResult,
+)
+from .capture import Extractor, operations_from
+
+
+class _Rehearsed(Exception):
+    """Rolls a dry run's transaction back, carrying what it would have done."""
+
+    def __init__(self, report: CaptureReport) -> None:
+        super().__init__("dry run")
+        self.report = report
+
+
+class MemoryMethods(EngineCore):
+    """Memories, search and capture: ``MemoryEngine``'s recall methods."""
+
+    def add_memory(self, who: Identity, content: str) -> Memory:
+        """Keep free text (a conversation excerpt, a note) for recall.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            content: Up to 16,000 characters.
+
+        Returns:
+            The memory kept.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+        """
+        who = _validation.identity(who)
+        body = _validation.content(content, limit=_validation.MAX_MEMORY)
+
+        def work(conn: Connection) -> Memory:
+            _versions.lock_person(conn, who.account, who.user)
+            return _memories.add(conn, who, body, self._now(), self._words)
+
+        return self._write(work)
+
+    def forget_memory(self, who: Identity, memory_id: int) -> Memory:
+        """Delete a memory; end the personal facts read from it and remove their words.
+
+        Confirmed account facts read from it stay (they are the account's); they
+        only lose their link to it.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            memory_id: The memory's id.
+
+        Returns:
+            The memory deleted.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+            NotFound: ``who`` has no memory with this id.
+        """
+        who = _validation.identity(who)
+        mid = _validation.count("memory_id", memory_id)
+
+        def work(conn: Connection) -> Memory:
+            _versions.lock_person(conn, who.account, who.user)
+            memory = self._memory_of(conn, who, mid, exclusive=True)
+            _memories.forget(conn, memory, self._now())
+            return memory
+
+        memory = self._write(work)
+        self._scrub_words()
+        return memory
+
+    def search_memories(self, who: Identity, query: str, *, limit: int = 5) -> list[Memory]:
+        """The memories most relevant to ``query``, best first (with no words to look for, the
+        newest).
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            query: What to look for.
+            limit: The most memories returned.
+
+        Returns:
+            The memories.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+        """
+        who = _validation.identity(who)
+        text = _validation.query(query) or ""
+        top = _validation.count("limit", limit)
+        if not self._words(text):  # nothing to look for: the newest
+            return self._read(lambda conn: _memories.recent(conn, who, min(top, _memories.RECENT)))
+        return list(self.search(who, text, limit=top).memories)
+
+    def search(self, who: Identity, query: str, *, limit: int = 10) -> SearchResult:
+        """The facts and memories ``who`` may see that are about ``query``, most relevant first.
+
+        Unlike a block, which shows what fits its budget, a search looks at every
+        true fact of the identity (and every memory whose words match), so the
+        agent finds a fact the block left out, and the key to correct it under.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            query: What to look for, in the person's words.
+            limit: The most facts, and the most memories, returned.
+
+        Returns:
+            The facts and the memories found, each most relevant first.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule; ``field`` names it.
+        """
+        who = _validation.identity(who)
+        text = _validation.query(query) or ""
+        top = _validation.count("limit", limit)
+
+        def read(conn: Connection) -> tuple[list[Fact], list[Memory]]:
+            facts_found = self._ranking.matching_facts(text, _versions.visible(conn, who), conn)
+            if self._ranking.reads_every_fact:
+                return facts_found, self._ranking.memories(text, _memories.recent(conn, who), conn)
+            terms = self._words.distinct(text)
+            ids = [i for i, _, _ in _memories.matching(conn, who, terms, None)[:top]]
+            found = _memories.whole(conn, ids)
+            return facts_found, [found[i] for i in ids if i in found]
+
+        facts_found, kept = self._read(read)
+        self._keep_vectors()
+        return SearchResult(tuple(facts_found[:top]), tuple(kept[:top]))
+
+    def capture(
+        self,
+        who: Identity,
+        messages: Sequence[tuple[str, str]],
+        *,
+        extractor: Extractor,
+        dry_run: bool = False,
+        max_facts: int | None = None,
+        reader: str | None = None,
+    ) -> CaptureReport:
+        """Keep a conversation excerpt and the facts an extractor draws from it.
+
+        The extractor is called with the excerpt and ``who``'s true facts (so that
+        it reuses their keys) and answers with ``Operation``s. The excerpt is kept
+        as a memory, and the operations are written with it as their source, in
+        one transaction: a fact they replace ends with ``read_from_memory``, and
+        forgetting the memory ends what was read from it. They never touch
+        another identity and never use an administrator's rights: an account-wide
+        fact, or a change to a confirmed one, becomes a proposal for review. An
+        operation that would write what its key already says changes nothing;
+        one the engine refuses is reported and skipped. Capturing the same
+        excerpt again writes nothing and does not call the extractor.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            messages: The excerpt, as ``(role, text)`` pairs.
+            extractor: ``(messages, facts) -> Sequence[Operation]``.
+            dry_run: Report what would be done, and write nothing.
+            max_facts: Refuse a new key once ``who`` holds this many facts.
+            reader: The writing agent's reader name: it is not told of its own changes.
+
+        Returns:
+            The memory kept and what became of each operation.
+
+        Raises:
+            InvalidRequest: An argument breaks a rule, or the extractor's answer is
+                not a list of operations (nothing is written).
+        """
+        who = _validation.identity(who)
+        said = _capture.excerpt(messages)
+        ceiling = _validation.optional_count("max_facts", max_facts)
+        _validation.name("reader", reader, optional=True)
+        rehearsal = _validation.flag("dry_run", dry_run)
+        turns = [(role, text) for role, text in messages]
+        if self._read(lambda conn: _capture.already_kept(conn, who, said)):
+            return CaptureReport(None, dry_run=rehearsal, already_captured=True)
+        known = self._read(lambda conn: _versions.visible(conn, who))
+        operations = operations_from(extractor(turns, known))
+
+        def work(conn: Connection) -> CaptureReport:
+            _versions.lock_person(conn, who.account, who.user, reader)
+            if _capture.already_kept(conn, who, said):  # captured meanwhile
+                return CaptureReport(None, dry_run=rehearsal, already_captured=True)
+            memory = _memories.add(conn, who, said, self._now(), self._words)
+            steps = _capture.apply(
+                conn, self._writer, who, memory.id, operations, ceiling=ceiling, reader=reader
+            )
+            report = CaptureReport(memory, tuple(steps), dry_run=rehearsal)
+            if rehearsal:
+                raise _Rehearsed(dataclasses.replace(report, memory=None))
+            return report
+
+        try:
+            return self._write(work)
+        except _Rehearsed as rehearsed:
+            return rehearsed.report

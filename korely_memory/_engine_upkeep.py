@@ -1,0 +1,132 @@
+"""Erasure, export and upkeep: ``MemoryEngine``'s methods for a person's data and the store."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from . import (
+    _database,
+    _erasure,
+    _export,
+    _marks,
+    _validation,
+)
+from ._engine_core import EngineCore, Moment
+from ._errors import InvalidRequest
+from ._schema import Base
+from ._types import (
+    ErasureReport,
+    TrimReport,
+)
+
+
+class UpkeepMethods(EngineCore):
+    """Erasure, export and upkeep: ``MemoryEngine``'s methods for a person's data and the store."""
+
+    def erase_user(self, account: str, user: str) -> ErasureReport:
+        """Delete everything about ``user`` in ``account``, at once and for every reader.
+
+        Every fact, version, memory and mark about them, and every mark read
+        under a reader of that name, go in one transaction that no write about
+        them can interleave with. Confirmed account facts they stated stay, with
+        their name replaced by a pseudonym.
+
+        On SQLite the deleted words leave the file too (``report.scrubbed`` says
+        whether the write-ahead log could be emptied: a connection holding an
+        older snapshot keeps it; run ``scrub`` once it is gone). On PostgreSQL
+        the rows are deleted for every reader at once, but their bytes stay in
+        dead tuples, index pages, WAL and backups until ``scrub`` (``VACUUM
+        FULL``) rewrites the tables.
+
+        Args:
+            account: The account.
+            user: The person.
+
+        Returns:
+            What was removed, by kind.
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("user", user)
+        report = self._write(lambda conn: _erasure.erase(conn, account, user, self._now()))
+        return dataclasses.replace(report, scrubbed=self._scrub_words())
+
+    def scrub(self) -> bool:
+        """Make deleted words physically gone from the memory's own tables.
+
+        SQLite: fold the write-ahead log into the file and empty it (deleted
+        pages are already zeroed). PostgreSQL: ``VACUUM FULL`` each of the
+        memory's tables, which rewrites it without dead rows and locks it
+        meanwhile; WAL segments and backups taken before still hold what they
+        held.
+
+        Returns:
+            True when nothing deleted is left in the tables' files.
+        """
+        if self.db.dialect.name == "postgresql":
+            _database.rewrite_tables(self.db, list(Base.metadata.sorted_tables))
+            return True
+        with self._serial:
+            return _database.checkpoint(self.db, self.url, self._write_wait)
+
+    def export_user(self, account: str, user: str) -> _export.UserExport:
+        """Everything the memory holds about ``user`` in ``account``: a person's right of access.
+
+        Read in one snapshot: every version of every fact in their own namespaces
+        (under every agent definition), their proposals, the confirmed account
+        facts they stated or confirmed, their memories, and the read marks about
+        them or read under their name: what ``erase_user`` deletes or makes
+        anonymous. ``export.to_dict()`` is the same as JSON-ready data.
+
+        Args:
+            account: The account.
+            user: The person.
+
+        Returns:
+            The export (empty tuples when nothing is held about them).
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("user", user)
+        now = self._now()
+        return self._read(lambda conn: _export.gather(conn, account, user, now), snapshot=True)
+
+    def delete_reader(self, account: str, reader: str) -> int:
+        """Delete every read mark kept for ``reader`` in ``account``.
+
+        Returns:
+            How many marks were deleted.
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        _validation.name("account", account)
+        _validation.name("reader", reader)
+        return self._write(lambda conn: _marks.delete_reader(conn, account, reader))
+
+    def trim(self, now: Moment | None = None) -> TrimReport:
+        """Remove marks 90 days after their last read, and marks whose change was told.
+
+        Schedule it: hourly is plenty (a cron job, a systemd timer, or a loop
+        in your application).
+
+        Args:
+            now: The moment to trim as of (default: now).
+
+        Returns:
+            What was removed.
+
+        Raises:
+            InvalidRequest: ``now`` is within 90 days of year 1.
+        """
+        moment = _validation.moment("now", now) or self._now()
+        if moment - dt.datetime.min.replace(tzinfo=dt.timezone.utc) < _marks.LIFETIME:
+            raise InvalidRequest(
+                "now", f"must be at least {_marks.LIFETIME.days} days after year 1"
+            )
+        return self._write(lambda conn: _erasure.trim(conn, moment))
