@@ -18,6 +18,7 @@ import datetime as dt
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -198,21 +199,16 @@ def claim(
 
 def acknowledge(conn: Connection, token: str, fact_ids: Sequence[int], now: dt.datetime) -> int:
     """Spend the marks a read held under ``token``; returns how many were still held by it."""
-    if not fact_ids:
-        return 0
-    return conn.execute(
-        marks.update()
-        .where(
-            marks.c.hold_token == token,
-            marks.c.fact_id.in_(sorted(fact_ids)),
-            marks.c.told_at.is_(None),
-        )
-        .values(told_at=now, hold_token=None, held_until=None)
-    ).rowcount
+    return _let_go(conn, token, fact_ids, told_at=now)
 
 
 def release(conn: Connection, token: str, fact_ids: Sequence[int]) -> int:
     """Let go of the marks a read held under ``token``: the next read tells them again."""
+    return _let_go(conn, token, fact_ids)
+
+
+def _let_go(conn: Connection, token: str, fact_ids: Sequence[int], **also: Any) -> int:
+    """End the hold ``token`` has on these marks (``also``: and set these columns)."""
     if not fact_ids:
         return 0
     return conn.execute(
@@ -222,7 +218,7 @@ def release(conn: Connection, token: str, fact_ids: Sequence[int]) -> int:
             marks.c.fact_id.in_(sorted(fact_ids)),
             marks.c.told_at.is_(None),
         )
-        .values(hold_token=None, held_until=None)
+        .values(hold_token=None, held_until=None, **also)
     ).rowcount
 
 

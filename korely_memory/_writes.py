@@ -72,13 +72,7 @@ def record(
         reader,
         cause=EndCause.READ_FROM_MEMORY if source is not None else EndCause.STATED,
         valid_from=valid_from,
-        account=who.account,
-        owner=who.user,
-        agent=who.agent,
-        key=key,
-        content=content,
-        scope=scope,
-        source_memory_id=source,
+        **_own_version(who, key, content, scope, source),
     )
 
 
@@ -105,21 +99,9 @@ def correct(
         if not rights:
             if old.content == content:
                 return old
+            proposal = _own_version(who, key, content, Scope.ACCOUNT_PROPOSED.value, source)
             return _replace(
-                conn,
-                w,
-                None,
-                who,
-                reader,
-                cause=cause,
-                valid_from=valid_from,
-                account=who.account,
-                owner=who.user,
-                agent=who.agent,
-                key=key,
-                content=content,
-                scope=Scope.ACCOUNT_PROPOSED.value,
-                source_memory_id=source,
+                conn, w, None, who, reader, cause=cause, valid_from=valid_from, **proposal
             )
     if old.content == content:
         return old
@@ -176,6 +158,21 @@ def end(
     if erase:
         _versions.erase_words(conn, _versions.same_key(old))
     return _fact(conn, old.id)
+
+
+def _own_version(
+    who: Identity, key: str, content: str, scope: str, source: int | None
+) -> dict[str, Any]:
+    """A new version in ``who``'s own namespace, as ``_replace`` takes it."""
+    return {
+        "account": who.account,
+        "owner": who.user,
+        "agent": who.agent,
+        "key": key,
+        "content": content,
+        "scope": scope,
+        "source_memory_id": source,
+    }
 
 
 def _replace(
