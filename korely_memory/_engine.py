@@ -19,19 +19,14 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from sqlalchemy.engine import URL
 
-from . import (
-    _database,
-    _migrations,
-    _validation,
-    _word_index,
-    _writes,
-)
+from . import _database, _migrations, _validation, _word_index, _writes
 from ._engine_context import ContextMethods
 from ._engine_core import Clock
 from ._engine_facts import FactMethods
 from ._engine_memories import MemoryMethods
 from ._engine_review import ReviewMethods
 from ._engine_upkeep import UpkeepMethods
+from ._errors import InvalidRequest
 from ._ranking import Embedder, Ranking
 from ._tokens import TokenCounter
 from ._types import Fact
@@ -107,6 +102,11 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
             version knows is always refused.
 
     Raises:
+        InvalidRequest: An argument breaks its rule (``write_wait`` not a
+            positive number of seconds, a ``language`` the engine does not know
+            or that differs from the database's, something not callable where a
+            callable goes); ``field`` names it.
+        TypeError: ``embed`` is none of the embedders the engine takes.
         SchemaVersionError: The database's schema is not one this version works
             with (see ``auto_upgrade``).
 
@@ -132,6 +132,16 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
         embed_model: str | None = None,
         auto_upgrade: bool | None = None,
     ) -> None:
+        for field, value in (("tokenizer", tokenizer), ("is_admin", is_admin), ("clock", clock)):
+            if value is not None and not callable(value):
+                raise InvalidRequest(field, f"must be callable, not {type(value).__name__}")
+        if isinstance(write_wait, bool) or not isinstance(write_wait, (int, float)):
+            raise InvalidRequest("write_wait", f"must be a number of seconds, not {write_wait!r}")
+        if not 0 < write_wait <= 3600:
+            raise InvalidRequest(
+                "write_wait", f"must be more than 0 and at most 3600, got {write_wait}"
+            )
+        _validation.name("embed_model", embed_model, optional=True)
         self.url = _database.resolve_url(url)
         self.db = _database.create(self.url, write_wait=write_wait)
         self._write_wait = write_wait
@@ -152,12 +162,12 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
                 else _validation.flag("auto_upgrade", auto_upgrade)
             )
             _migrations.prepare(self.db, auto_upgrade=upgrading)
+            agreed = self._write(lambda conn: _word_index.agreed_language(conn, language))
+            self._words = Words(agreed)
+            self._ranking = Ranking(self._words, embed, embed_model)
         except BaseException:
             self.db.dispose()  # no connection outlives an engine that could not start
             raise
-        agreed = self._write(lambda conn: _word_index.agreed_language(conn, language))
-        self._words = Words(agreed)
-        self._ranking = Ranking(self._words, embed, embed_model)
         self._writer = _writes.Writer(self._words, self._now, self._admin)
 
     @property
@@ -173,7 +183,12 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
 
         Returns:
             The number of tokens.
+
+        Raises:
+            InvalidRequest: ``text`` is not a string.
         """
+        if not isinstance(text, str):
+            raise InvalidRequest("text", f"must be a string, not {type(text).__name__}")
         return self._tokens.exact(text)
 
     def close(self) -> None:

@@ -7,17 +7,10 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from . import (
-    _marks,
-    _read_path,
-    _validation,
-)
+from . import _marks, _read_path, _validation
 from ._engine_core import EngineCore, Moment
 from ._identity import Identity
-from ._types import (
-    Change,
-    ContextBlock,
-)
+from ._types import Change, ContextBlock
 
 
 class ContextMethods(EngineCore):
@@ -45,14 +38,14 @@ class ContextMethods(EngineCore):
                 marked, and a block tells, once, the facts this reader was
                 handed that have changed since.
             token_budget: The most tokens the block may take (50 to 8000).
-            changes: Which kinds of change to tell: None (every kind for a
-                person's memory; for memory with no end user, only ``corrected``,
-                ``forgotten``, ``stated`` and ``erased``), ``"all"``, or a list of
-                end causes.
+            changes: Which kinds of change to tell: None (every kind of change to a
+                fact about a person; of a fact about no one, an account fact or
+                memory with no end user, only ``corrected``, ``forgotten``,
+                ``stated`` and ``erased``), ``"all"``, or a list of end causes.
             as_of: The block as it was true in the world then (nothing is marked).
             known_as_of: The block as the store knew it then (nothing is marked).
-            hold: Hold the changes the block shows instead of spending them:
-                True (10 minutes), seconds, or a ``timedelta``. No other read of
+            hold: With a ``reader``, hold the changes the block shows instead of
+                spending them: True (10 minutes), seconds, or a ``timedelta``. No other read of
                 this reader shows them meanwhile; ``acknowledge(block.receipt)``
                 spends them; once the hold runs out unacknowledged, the next read
                 tells them again.

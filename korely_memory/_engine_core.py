@@ -19,24 +19,12 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from . import (
-    _cache,
-    _database,
-    _marks,
-    _memories,
-    _read_path,
-    _review,
-    _versions,
-    _writes,
-)
+from . import _cache, _database, _marks, _memories, _read_path, _review, _versions, _writes
 from ._errors import NotFound
 from ._identity import Identity
 from ._ranking import Ranking
 from ._tokens import TokenCounter
-from ._types import (
-    Fact,
-    Memory,
-)
+from ._types import Fact, Memory
 from ._words import Words
 
 R = TypeVar("R")

@@ -6,17 +6,10 @@ import datetime as dt
 
 from sqlalchemy.engine import Connection
 
-from . import (
-    _marks,
-    _validation,
-    _versions,
-    _writes,
-)
+from . import _marks, _validation, _versions, _writes
 from ._engine_core import EngineCore, Moment
 from ._identity import Identity, Scope
-from ._types import (
-    Fact,
-)
+from ._types import Fact
 
 
 class FactMethods(EngineCore):
@@ -204,8 +197,9 @@ class FactMethods(EngineCore):
             who: Whose memory: (account, user, agent).
             as_of: What was true in the world then.
             known_as_of: What the store knew then.
-            include_invalidated: Every version, ended ones too (versions whose
-                words were removed have none).
+            include_invalidated: Every version in the identity's history, ended
+                ones too (versions whose words were removed have none); ``as_of``
+                and ``known_as_of`` then play no part.
             reader: Mark the facts returned as handed to this reader, so that it
                 is told when they change (a read of what is true now only).
 
@@ -242,10 +236,19 @@ class FactMethods(EngineCore):
         return found
 
     def history(self, who: Identity, key: str) -> list[Fact]:
-        """Every version of ``key`` that ``who`` may see, oldest first.
+        """Every version of ``key`` in ``who``'s history, oldest first.
 
-        Versions whose words were removed (forgotten with ``erase=True``, or read
-        from a forgotten memory) are listed with no words.
+        The history holds the identity's own namespace (its rejected proposals
+        included) and the confirmed account facts. Versions whose words were
+        removed (forgotten with ``erase=True``, or read from a forgotten memory)
+        are listed with no words.
+
+        Args:
+            who: Whose memory: (account, user, agent).
+            key: The key.
+
+        Returns:
+            The versions, oldest recorded first.
 
         Raises:
             InvalidRequest: An argument breaks a rule; ``field`` names it.

@@ -7,20 +7,10 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from . import (
-    _capture,
-    _memories,
-    _validation,
-    _versions,
-)
+from . import _capture, _memories, _validation, _versions
 from ._engine_core import EngineCore
 from ._identity import Identity
-from ._types import (
-    CaptureReport,
-    Fact,
-    Memory,
-    SearchResult,
-)
+from ._types import CaptureReport, Fact, Memory, SearchResult
 from .capture import Extractor, operations_from
 
 

@@ -5,20 +5,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from . import (
-    _database,
-    _erasure,
-    _export,
-    _marks,
-    _validation,
-)
+from . import _database, _erasure, _export, _marks, _validation
 from ._engine_core import EngineCore, Moment
 from ._errors import InvalidRequest
 from ._schema import Base
-from ._types import (
-    ErasureReport,
-    TrimReport,
-)
+from ._types import ErasureReport, TrimReport
 
 
 class UpkeepMethods(EngineCore):

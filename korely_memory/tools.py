@@ -38,6 +38,7 @@ from ._errors import InvalidRequest, KorelyError
 from ._identity import Identity, Scope
 from ._render import fact_line, fold
 from ._validation import MAX_CONTENT, MAX_KEY, MAX_MEMORY
+from .limits import check_identity, check_max_facts, check_reader
 
 __all__ = [
     "CORRECT",
@@ -45,6 +46,7 @@ __all__ = [
     "MEMORY_TOOLS",
     "RECALL",
     "REMEMBER",
+    "SETUP_FIELDS",
     "UNREACHABLE",
     "MemoryTool",
     "ToolArgument",
@@ -54,7 +56,8 @@ __all__ = [
 
 logger = logging.getLogger("korely_memory")
 
-IDENTITY_FIELDS = frozenset({"who", "account", "user", "agent"})
+# What the application set, not the model: a bad value here is the application's mistake.
+SETUP_FIELDS = frozenset({"who", "account", "user", "agent", "reader", "max_facts"})
 UNREACHABLE = "the memory could not be reached just now; carry on without it and try again later"
 KEY = (
     "A short, stable identifier of what the fact is about, e.g. 'home-city' or "
@@ -100,10 +103,10 @@ class MemoryTool:
     arguments: tuple[ToolArgument, ...]
     refusal: str
     """How a sentence about a call that wrote nothing begins, e.g. ``Not saved``."""
-    writes: bool
-    """Whether a successful call changes what is kept (``recall`` only reads)."""
     perform: Callable[[MemoryEngine, Identity, dict[str, Any], Options], str]
     """The engine call behind the tool, given checked arguments; returns the sentence on success."""
+    writes: bool = True
+    """Whether a successful call changes what is kept (``recall`` only reads)."""
 
     def run(
         self,
@@ -127,15 +130,19 @@ class MemoryTool:
             The sentence for the model, and whether the call did what it asked.
 
         Raises:
-            KorelyError: ``who`` is not a valid identity (the application's mistake).
+            InvalidRequest: ``who``, ``reader`` or ``max_facts`` breaks the engine's
+                rule: the application's mistake, never the model's.
         """
+        check_identity(who)
+        check_reader(reader)
+        check_max_facts(max_facts)
         checked = self._check(arguments)
         if isinstance(checked, ToolResult):
             return checked
         try:
             text = self.perform(engine, who, checked, Options(reader, max_facts))
         except InvalidRequest as error:
-            if error.field in IDENTITY_FIELDS:
+            if error.field in SETUP_FIELDS:
                 raise
             return ToolResult(f"{self.refusal}: {error}", ok=False)
         except KorelyError as error:

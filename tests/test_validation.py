@@ -146,3 +146,31 @@ def test_content_is_trimmed_and_may_be_2000_characters(engine: MemoryEngine) -> 
 
 def test_errors_share_one_base() -> None:
     assert issubclass(InvalidRequest, KorelyError) and issubclass(InvalidRequest, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("write_wait", "5"),
+        ("write_wait", -1),
+        ("write_wait", True),
+        ("tokenizer", 5),
+        ("clock", "now"),
+        ("is_admin", "anna"),
+        ("embed_model", ""),
+        ("auto_upgrade", "yes"),
+        ("language", "klingon"),
+    ],
+)
+def test_an_engine_argument_that_breaks_its_rule_is_refused_by_name(
+    sqlite_url: str, argument: str, value: object
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        MemoryEngine(sqlite_url, **{argument: value})  # type: ignore[arg-type]
+    assert refused.value.field == argument
+
+
+def test_count_tokens_refuses_what_is_not_text(engine: MemoryEngine) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        engine.count_tokens(7)  # type: ignore[arg-type]
+    assert refused.value.field == "text"

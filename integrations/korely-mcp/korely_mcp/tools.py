@@ -27,7 +27,7 @@ from mcp import types
 from sqlalchemy.exc import SQLAlchemyError
 
 from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, limits
-from korely_memory.tools import MEMORY_TOOLS, UNREACHABLE, MemoryTool
+from korely_memory.tools import MEMORY_TOOLS, SETUP_FIELDS, UNREACHABLE, MemoryTool
 
 from . import _reads
 from ._held import HeldNotices
@@ -42,8 +42,6 @@ PREFIX = "korely_"
 
 Request = TypeVar("Request", ContextRequest, FactsRequest)
 
-# An invalid name among these is the operator's mistake, never the model's: it raises.
-_SETUP_FIELDS = frozenset({"who", "account", "user", "agent", "reader"})
 
 
 @dataclass(frozen=True)
@@ -186,7 +184,7 @@ class KorelyTools:
         try:
             reply = await anyio.to_thread.run_sync(read, caller, request)
         except InvalidRequest as error:
-            if error.field in _SETUP_FIELDS:
+            if error.field in SETUP_FIELDS:
                 raise
             return _reads.refuse_error(str(error))
         except KorelyError as error:
@@ -219,7 +217,7 @@ def _definition(name: str, tool: MemoryTool) -> types.Tool:
         name=name,
         description=tool.description,
         input_schema=_object(arguments, required=required),
-        annotations=types.ToolAnnotations(open_world_hint=False),
+        annotations=types.ToolAnnotations(read_only_hint=not tool.writes, open_world_hint=False),
     )
 
 
