@@ -13,13 +13,16 @@ goes into a ``Memory`` of your own; ``korely_tools`` are ``FunctionTool``s.
 
 from llama_index.memory.korely._budget import block_room, engine_tokenizer
 from llama_index.memory.korely.block import KorelyMemoryBlock
+from llama_index.memory.korely.chat_store import aerase_chat_sessions, erase_chat_sessions
 from llama_index.memory.korely.memory import KorelyMemory
 from llama_index.memory.korely.tools import korely_tools
 
 __all__ = [
     "KorelyMemory",
     "KorelyMemoryBlock",
+    "aerase_chat_sessions",
     "block_room",
     "engine_tokenizer",
+    "erase_chat_sessions",
     "korely_tools",
 ]
