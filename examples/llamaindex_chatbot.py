@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
-from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.llms import LLM
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
@@ -53,7 +53,9 @@ def _respond(messages: Sequence[ChatMessage], **_: Any) -> ChatMessage:
     last = messages[-1]
     if last.role == "tool":
         return ChatMessage(role="assistant", content=f"Got it. ({last.content})")
-    text = last.content or ""
+    # The memory comes before the user's words in their message: the words are its last block.
+    said = [block.text for block in last.blocks if isinstance(block, TextBlock)]
+    text = said[-1] if said else ""
     moved = re.search(r"\bI (?:live in|moved to) ([A-Z][\w' -]*\w)", text, re.IGNORECASE)
     if moved:
         fact = f"The user lives in {moved.group(1)}"
@@ -61,7 +63,7 @@ def _respond(messages: Sequence[ChatMessage], **_: Any) -> ChatMessage:
         call = ToolCallBlock(tool_call_id="call-1", tool_name="remember", tool_kwargs=arguments)
         return ChatMessage(role="assistant", blocks=[call])
     if re.search(r"where do I live", text, re.IGNORECASE):
-        memory = "\n".join(m.content or "" for m in messages if m.role == "system")
+        memory = "\n".join(m.content or "" for m in messages)
         known = re.search(r"^- home-city: (.+?)(?: \(since [^)]*\))?$", memory, re.MULTILINE)
         if known:
             return ChatMessage(
@@ -95,7 +97,10 @@ def make_llm(demo: bool) -> LLM:
 
 
 def conversation(engine: MemoryEngine, who: Identity) -> KorelyMemory:
-    """A fresh short-term memory; the facts kept from earlier conversations come with it."""
+    """A fresh short-term memory; the facts kept from earlier conversations come with it.
+
+    The memory goes to every ``agent.run``: an agent keeps none of its own between runs.
+    """
     return KorelyMemory.from_defaults(engine, who, reader="chatbot")
 
 
@@ -152,8 +157,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
 
     who = Identity(account=args.account, user=args.user, agent="chatbot")
     with open_engine(args.db, args.demo) as engine:
+        # The tools write for the person of each run's memory: one agent can serve everyone.
         agent = FunctionAgent(
-            llm=make_llm(args.demo), tools=korely_tools(engine, who), system_prompt=SYSTEM_PROMPT
+            llm=make_llm(args.demo), tools=korely_tools(engine), system_prompt=SYSTEM_PROMPT
         )
         if not args.demo:
             await chat(engine, who, agent)

@@ -1,8 +1,6 @@
-"""A real FunctionAgent, a real engine and a scripted LLM: what the model sees, what tools write."""
+"""A real FunctionAgent, a real engine and a scripted LLM: what the model sees, when it is read."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
@@ -10,7 +8,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.tools import FunctionTool
 
 from korely_memory import Identity, MemoryEngine
-from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, korely_tools
+from llama_index.memory.korely import KorelyMemory, korely_tools
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
 pytestmark = [
@@ -18,15 +16,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
 ]
 
-CHANGE_HEADER = "## Changed since you last read"
-
-
-def memory_text(messages: list[ChatMessage]) -> str:
-    """The ``<memory>`` part of what the model received."""
-    for message in messages:
-        if message.role == "system" and "<memory>" in (message.content or ""):
-            return message.content or ""
-    return ""
+NOTICE = "- was: Giulia lives in Rome -> now: Giulia lives in Milan"
 
 
 async def run(agent: FunctionAgent, text: str, memory: KorelyMemory) -> str:
@@ -34,43 +24,25 @@ async def run(agent: FunctionAgent, text: str, memory: KorelyMemory) -> str:
     return str(output.response.content)
 
 
-@pytest.fixture
-def counted_reads(engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """How often the engine built a block and how often Memory read the korely block."""
-    counts = {"engine": 0, "block": 0}
-    engine_read = engine.aget_context
-    block_read = KorelyMemoryBlock.aget
-
-    async def count_engine(*args: Any, **kwargs: Any) -> Any:
-        counts["engine"] += 1
-        return await engine_read(*args, **kwargs)
-
-    async def count_block(self: KorelyMemoryBlock, *args: Any, **kwargs: Any) -> Any:
-        counts["block"] += 1
-        return await block_read(self, *args, **kwargs)
-
-    monkeypatch.setattr(engine, "aget_context", count_engine)
-    monkeypatch.setattr(KorelyMemoryBlock, "aget", count_block)
-    return counts
-
-
-async def test_fact_remembered_in_one_session_is_shown_in_the_next(engine, giulia, script) -> None:
+@pytest.mark.parametrize("placement", ["system", "context"])
+async def test_fact_remembered_in_one_session_is_shown_in_the_next(
+    engine, giulia, script, placement
+) -> None:
     first = script.llm(
         script.call("remember", key="home-city", content="Giulia lives in Rome"),
         script.say("Noted."),
     )
-    agent = FunctionAgent(
-        llm=first, tools=korely_tools(engine, giulia), system_prompt="You help Giulia."
-    )
-    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    agent = FunctionAgent(llm=first, tools=korely_tools(engine), system_prompt="You help Giulia.")
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot", placement=placement)
     assert await run(agent, "I live in Rome.", memory) == "Noted."
 
     tool_result = first.received[1][-1]
-    assert tool_result.role == "tool"
-    assert tool_result.content == "Remembered home-city: Giulia lives in Rome"
+    assert (tool_result.role, tool_result.content) == (
+        "tool",
+        "Remembered home-city: Giulia lives in Rome",
+    )
     [fact] = engine.get_facts(giulia)
     assert (fact.account, fact.owner, fact.agent) == ("acme", "giulia", "support-copilot")
-    assert (fact.key, fact.content) == ("home-city", "Giulia lives in Rome")
     for other in (
         Identity("acme", "bob", "support-copilot"),
         Identity("acme", "giulia", "other-agent"),
@@ -80,20 +52,24 @@ async def test_fact_remembered_in_one_session_is_shown_in_the_next(engine, giuli
         assert engine.get_facts(other, include_invalidated=True) == []
 
     second = script.llm(script.say("You live in Rome."))
-    agent = FunctionAgent(
-        llm=second, tools=korely_tools(engine, giulia), system_prompt="You help Giulia."
-    )
-    await run(
-        agent, "Where do I live?", KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
-    )
+    agent = FunctionAgent(llm=second, tools=korely_tools(engine), system_prompt="You help Giulia.")
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot", placement=placement)
+    await run(agent, "Where do I live?", memory)
 
-    shown = memory_text(second.received[0])
-    assert "<korely>" in shown
-    assert "- home-city: Giulia lives in Rome" in shown
+    prompt = second.received[0]
+    assert [m.role for m in prompt][:2] == ["system", "system"]
+    assert prompt[0].content == "You help Giulia."
+    assert script.STABLE_START in (prompt[1].content or "")
+    assert "home-city" not in (prompt[1].content or "")  # the note alone: the same every time
+    carrier = prompt[-1] if placement == "context" else prompt[2]
+    assert carrier.role == ("user" if placement == "context" else "system")
+    assert "<memory>\n<korely>" in (carrier.content or "")
+    assert "- home-city: Giulia lives in Rome" in (carrier.content or "")
+    assert script.words(prompt[-1]) == "Where do I live?"
 
 
-async def test_change_is_shown_once_although_the_block_is_read_three_times(
-    engine, giulia, script, counted_reads
+async def test_change_is_told_once_although_memory_is_read_three_times(
+    engine, giulia, script, engine_reads
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
     memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
@@ -111,116 +87,109 @@ async def test_change_is_shown_once_although_the_block_is_read_three_times(
 
     llm = script.llm(script.call("lookup_weather", city="Milan"), script.say("Sunny in Milan."))
     agent = FunctionAgent(llm=llm, tools=[FunctionTool.from_defaults(lookup_weather)])
-    counted_reads.update(engine=0, block=0)
+    engine_reads.clear()
     await run(agent, "What's the weather where I live?", memory)
 
-    assert counted_reads == {
-        "engine": 1,
-        "block": 3,
-    }  # start, after the tool round, after the answer
+    # The memory is read at the start, after the tool round and after the answer: one engine read.
+    assert engine_reads == ["What's the weather where I live?"]
     for received in llm.received:
-        shown = memory_text(received)
-        assert CHANGE_HEADER in shown
-        assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan" in shown
+        assert script.CHANGE_HEADER in script.text(received)
+        assert NOTICE in script.text(received)
 
     later = script.llm(script.say("Noted."), script.say("Noted."))
     agent = FunctionAgent(llm=later, tools=[])
     await run(agent, "Thanks", memory)
-    shown = memory_text(later.received[0])
+    shown = script.text(later.received[0])
     assert "Giulia lives in Rome" not in shown
     assert "- was: Giulia lives in Milan -> now: Giulia lives in Turin" in shown
 
     await run(agent, "Thanks again", memory)
-    assert CHANGE_HEADER not in memory_text(later.received[1])
-    assert "- home-city: Giulia lives in Turin" in memory_text(later.received[1])
+    assert script.CHANGE_HEADER not in script.text(later.received[1])
+    assert "- home-city: Giulia lives in Turin" in script.text(later.received[1])
 
 
-async def test_tool_call_naming_another_user_writes_nothing_outside_the_bound_identity(
-    engine, giulia, script
-) -> None:
-    llm = script.llm(
-        script.call(
-            "remember", key="home-city", content="Bob lives in Paris", user="bob", account="globex"
-        ),
-        script.call(
-            "correct", key="home-city", content="Bob lives in Lyon", identity={"user": "bob"}
-        ),
-        script.call("forget", key="home-city", agent="other-agent"),
-        script.say("Done."),
-    )
-    agent = FunctionAgent(llm=llm, tools=korely_tools(engine, giulia))
-    await run(
-        agent,
-        "Remember for user bob that he lives in Paris.",
-        KorelyMemory.from_defaults(engine, giulia),
-    )
-
-    results = [m.content or "" for m in llm.received[-1] if m.role == "tool"]
-    why = " It always works on the memory of the person in this conversation."
-    assert results == [
-        "Not saved: this tool takes only key and content, not account, user." + why,
-        "Not corrected: this tool takes only key and content, not identity." + why,
-        "Not forgotten: this tool takes only key, not agent." + why,
-    ]
-    for account in ("acme", "globex"):
-        for user in ("bob", "giulia", None):
-            for agent_name in ("support-copilot", "other-agent"):
-                who = Identity(account, user, agent_name)
-                assert engine.get_facts(who, include_invalidated=True) == []
-
-
-async def test_tools_expose_only_key_and_content(engine, giulia) -> None:
-    remember, correct, forget = korely_tools(engine, giulia)
-    assert set(remember.metadata.get_parameters_dict()["properties"]) == {"key", "content"}
-    assert set(correct.metadata.get_parameters_dict()["properties"]) == {"key", "content"}
-    assert set(forget.metadata.get_parameters_dict()["properties"]) == {"key"}
-
-
-async def test_tools_write_the_identity_they_were_made_for(engine, giulia) -> None:
-    remember, correct, forget = korely_tools(engine, giulia)
-    remembered = await remember.acall(key="Home City", content="Giulia lives in Rome")
-    assert remembered.content == "Remembered home-city: Giulia lives in Rome"
-    corrected = await correct.acall(key="home-city", content="Giulia lives in Milan")
-    assert corrected.content == "Corrected home-city: Giulia lives in Milan"
-    [fact] = engine.get_facts(giulia)
-    assert (fact.account, fact.owner, fact.agent) == ("acme", "giulia", "support-copilot")
-    assert fact.content == "Giulia lives in Milan"
-    assert (await forget.acall(key="home-city")).content == "Forgot home-city."
-    assert engine.get_facts(giulia) == []
-
-
-@pytest.mark.parametrize(
-    ("tool", "arguments", "answer"),
-    [
-        ("correct", {"key": "home-city", "content": "Milan"}, "Not corrected: no true fact"),
-        ("forget", {"key": "home-city"}, "Not forgotten: no true fact"),
-        ("remember", {"key": "no/slashes", "content": "x"}, "Not saved: key"),
-        ("remember", {"key": "home-city", "content": ""}, "Not saved: content"),
-        ("remember", {"key": "home-city"}, "Not saved: content"),
-    ],
-)
-async def test_refused_call_is_a_sentence_for_the_model(
-    engine, giulia, tool, arguments, answer
-) -> None:
-    tools = {t.metadata.name: t for t in korely_tools(engine, giulia)}
-    output = await tools[tool].acall(**arguments)
-    assert not output.is_error
-    assert (output.content or "").startswith(answer)
-
-
-async def test_ceiling_refuses_a_new_key_but_not_a_correction(engine, giulia, script) -> None:
+async def test_the_block_is_never_stored_in_the_chat_history(engine, giulia, script) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    llm = script.llm(
-        script.call("remember", key="favourite-colour", content="Giulia likes green"),
-        script.call("remember", key="home-city", content="Giulia lives in Milan"),
-        script.say("Done."),
-    )
-    agent = FunctionAgent(llm=llm, tools=korely_tools(engine, giulia, max_facts=1))
-    await run(
-        agent, "I like green, and I moved to Milan.", KorelyMemory.from_defaults(engine, giulia)
-    )
+    for placement in ("system", "context"):
+        memory = KorelyMemory.from_defaults(
+            engine, giulia, reader="support-bot", placement=placement
+        )
+        llm = script.llm(script.say("In Rome."), script.say("You're welcome."))
+        agent = FunctionAgent(llm=llm, tools=[])
+        await run(agent, "Where do I live?", memory)
+        await run(agent, "Thanks", memory)
+        assert "<korely>" in script.text(llm.received[1])
+        stored = await memory.aget_all()
+        assert [(m.role, m.content) for m in stored] == [
+            ("user", "Where do I live?"),
+            ("assistant", "In Rome."),
+            ("user", "Thanks"),
+            ("assistant", "You're welcome."),
+        ]
 
-    refused, replaced = [m.content for m in llm.received[-1] if m.role == "tool"]
-    assert refused.startswith("Not saved: already 1 facts kept (max_facts); correct or forget one")
-    assert replaced == "Remembered home-city: Giulia lives in Milan"
-    assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Milan"]
+
+async def test_the_same_memory_on_every_run_is_what_the_agent_reads(engine, giulia, script) -> None:
+    """``FunctionAgent(memory=...)`` is not a field of the agent: the run's ``memory=`` is."""
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    llm = script.llm(script.say("Hi."), script.say("Hi."))
+    agent = FunctionAgent(llm=llm, tools=[], memory=memory)  # silently ignored by LlamaIndex
+    await agent.run(user_msg="Hello")
+    assert "Giulia" not in script.text(llm.received[0])
+    await agent.run(user_msg="Hello", memory=memory)
+    assert "Giulia lives in Rome" in script.text(llm.received[1])
+
+
+async def test_an_unanswered_turn_told_again_when_the_run_is_retried(
+    engine: MemoryEngine, giulia, script
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    await run(FunctionAgent(llm=script.llm(script.say("Hi.")), tools=[]), "Hi", memory)
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+
+    failing = script.llm(RuntimeError("the provider is overloaded"))
+    with pytest.raises(RuntimeError, match="overloaded"):
+        await run(FunctionAgent(llm=failing, tools=[]), "Where do I live?", memory)
+    assert NOTICE in script.text(failing.received[0])
+
+    retry = script.llm(script.say("In Milan."), script.say("Noted."))
+    agent = FunctionAgent(llm=retry, tools=[])
+    await run(agent, "Where do I live?", memory)
+    assert NOTICE in script.text(retry.received[0])
+    await run(agent, "Thanks", memory)
+    assert NOTICE not in script.text(retry.received[1])
+    assert engine.get_context(giulia, reader="support-bot").changed == ()
+
+
+async def test_a_model_that_fails_leaves_the_change_for_the_next_conversation(
+    timed_engine: MemoryEngine, giulia, script, clock
+) -> None:
+    engine = timed_engine
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, reader="support-bot")
+    clock.advance(minutes=1)
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    failing = script.llm(TimeoutError("no answer"))
+    with pytest.raises(TimeoutError):
+        await run(FunctionAgent(llm=failing, tools=[]), "Hi", memory)
+    assert NOTICE in script.text(failing.received[0])
+
+    # The user gave up; another conversation, once the failed read's hold ran out, is told.
+    clock.advance(minutes=11)
+    later = script.llm(script.say("Noted."))
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    await run(FunctionAgent(llm=later, tools=[]), "Hi again", memory)
+    assert NOTICE in script.text(later.received[0])
+
+
+async def test_two_system_messages_and_the_users_words_last(engine, giulia, script) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    llm = script.llm(script.say("Hi."))
+    agent = FunctionAgent(llm=llm, tools=[], system_prompt="You help Giulia.")
+    await run(agent, "Hello", KorelyMemory.from_defaults(engine, giulia, reader="support-bot"))
+    roles = [m.role for m in llm.received[0]]
+    assert roles == ["system", "system", "user"]
+    last: ChatMessage = llm.received[0][-1]
+    assert script.words(last) == "Hello"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ValidationError
-from llama_index.core.storage.chat_store.sql import MessageStatus
+from llama_index.core.memory import InsertMethod
+from llama_index.core.storage.chat_store.base_db import MessageStatus
 
-from korely_memory import Identity, MemoryEngine
+from korely_memory import Identity, InvalidRequest
+from korely_memory.limits import MAX_MEMORY
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock
 
 
@@ -19,20 +19,6 @@ def user(text: str) -> ChatMessage:
 
 def assistant(text: str) -> ChatMessage:
     return ChatMessage(role="assistant", content=text)
-
-
-@pytest.fixture
-def engine_reads(engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
-    """The query of every block the engine builds."""
-    queries: list[str | None] = []
-    read = engine.aget_context
-
-    async def counted(who: Identity, query: str | None = None, **kwargs: Any) -> Any:
-        queries.append(query)
-        return await read(who, query, **kwargs)
-
-    monkeypatch.setattr(engine, "aget_context", counted)
-    return queries
 
 
 async def test_block_is_the_engine_text_without_a_frame(engine, giulia) -> None:
@@ -110,7 +96,7 @@ async def test_one_engine_read_per_user_turn(engine, giulia, engine_reads) -> No
 
 
 async def test_flushed_history_does_not_start_a_new_turn(engine, giulia, engine_reads) -> None:
-    block = KorelyMemoryBlock(engine=engine, identity=giulia)
+    block = KorelyMemoryBlock(engine=engine, identity=giulia, reader="support-bot")
     await block.aget([user("Hi"), assistant("Hello"), user("Thanks")], session_id="s1")
     # Memory flushed its oldest messages when the answer was stored.
     await block.aget([user("Thanks"), assistant("You're welcome")], session_id="s1")
@@ -118,7 +104,7 @@ async def test_flushed_history_does_not_start_a_new_turn(engine, giulia, engine_
 
 
 async def test_turns_are_kept_per_chat_session(engine, giulia, engine_reads) -> None:
-    block = KorelyMemoryBlock(engine=engine, identity=giulia)
+    block = KorelyMemoryBlock(engine=engine, identity=giulia, reader="support-bot")
     await block.aget([user("Hi")], session_id="a")
     await block.aget([user("Hi")], session_id="b")
     await block.aget([user("Hi"), assistant("Hello")], session_id="a")
@@ -143,5 +129,93 @@ async def test_flushed_messages_are_kept_as_memories_only_when_asked(engine, giu
         if not keep:
             assert shown.memories == ()
     assert shown.memories
-    assert "user: Our northern warehouse moved to Bergamo last spring." in shown.memories[0].content
-    assert "Remembered under" not in shown.memories[0].content
+    assert shown.memories[0].content == (
+        "user: Our northern warehouse moved to Bergamo last spring.\n\n"
+        "assistant: Thanks, I will keep that in mind."
+    )
+
+
+async def test_each_flushed_turn_is_a_memory_of_its_own(engine, giulia, script) -> None:
+    """What was said in the third of four flushed turns still reaches the model."""
+    filler = "Let me tell you about the northern region and its many offices. " * 40
+    memory = KorelyMemory.from_defaults(
+        engine, giulia, reader="support-bot", keep_flushed=True, token_limit=2000
+    )
+    turns = [
+        (f"{filler} First part.", "Noted the first part."),
+        (f"{filler} Second part.", "Noted the second part."),
+        ("The door code of the Bergamo warehouse is 4711.", "Noted the door code."),
+        (f"{filler} Fourth part.", "Noted the fourth part."),
+        (f"{filler} Fifth part.", "Noted the fifth part."),
+    ]
+    for said, answer in turns:
+        await memory.aput_messages([user(said), assistant(answer)])
+    archived = await memory.aget_all(status=MessageStatus.ARCHIVED)
+    assert "4711" in script.text(archived)
+
+    kept = engine.search_memories(giulia, "door code Bergamo warehouse", limit=10)
+    door = [m.content for m in kept if "4711" in m.content]
+    assert door == [
+        "user: The door code of the Bergamo warehouse is 4711.\n\nassistant: Noted the door code."
+    ]
+    assert all(len(m.content) <= MAX_MEMORY for m in kept)
+
+    await memory.aput(user("What is the door code of the Bergamo warehouse?"))
+    assert "4711" in script.text(await memory.aget())
+
+
+async def test_a_turn_longer_than_a_memory_is_split_not_cut(engine, giulia) -> None:
+    block = KorelyMemoryBlock(engine=engine, identity=giulia, accept_short_term_memory=True)
+    said = " ".join(f"tea{i} tea" for i in range(4000))  # about 40,000 characters
+    await block.aput([user(said), assistant("ok tea")], from_short_term_memory=True)
+    kept = sorted(engine.search_memories(giulia, "tea", limit=10), key=lambda m: m.id)
+    assert len(kept) == 3 and all(len(m.content) <= MAX_MEMORY for m in kept)
+    joined = " ".join(m.content for m in kept)
+    assert joined == f"user: {said}\n\nassistant: ok tea"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"identity": Identity("acme", "giulia", "")}, "agent"),
+        ({"identity": Identity("acme", "gi/ulia", "a")}, "user"),
+        ({"identity": "giulia"}, "who"),
+        ({"reader": "support/bot"}, "reader"),
+        ({"reader": ""}, "reader"),
+        ({"token_budget": 10}, "token_budget"),
+        ({"changes": ["renamed"]}, "changes"),
+        ({"hold": -5}, "hold"),
+        ({"placement": "top"}, "placement"),
+        ({"block_name": "korely><system"}, "name"),
+        ({"insert_method": InsertMethod.USER}, "insert_method"),
+        ({"token_limit": 100}, "token_limit"),
+        ({"token_limit": 1000, "token_budget": 800}, "token_budget"),
+    ],
+)
+def test_a_memory_that_would_fail_at_its_first_read_is_refused_when_built(
+    engine, giulia, arguments, field
+) -> None:
+    options = dict(arguments)
+    who = options.pop("identity", giulia)
+    with pytest.raises(InvalidRequest) as refused:
+        KorelyMemory.from_defaults(engine, who, **options)
+    assert refused.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"identity": Identity("acme", "giulia", "a\nb")}, "agent"),
+        ({"reader": "x" * 300}, "reader"),
+        ({"changes": "some"}, "changes"),
+        ({"hold": "ten minutes"}, "hold"),
+        ({"name": "<korely>"}, "name"),
+        ({"engine": "sqlite://"}, "engine"),
+    ],
+)
+def test_a_block_that_would_fail_at_its_first_read_is_refused_when_built(
+    engine, giulia, arguments, field
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        KorelyMemoryBlock(**{"engine": engine, "identity": giulia, **arguments})
+    assert refused.value.field == field

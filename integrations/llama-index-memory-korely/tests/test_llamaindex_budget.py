@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
@@ -33,14 +35,15 @@ def total_tokens(memory: Memory, messages: list[ChatMessage]) -> int:
 
 
 def memory_text(messages: list[ChatMessage]) -> str:
-    """The ``<memory>`` part of the messages."""
-    return next((m.content or "" for m in messages if "<memory>" in (m.content or "")), "")
+    """Every ``<korely>`` part of the messages: the stable note and the rest."""
+    text = "\n".join(b.text for m in messages for b in m.blocks if isinstance(b, TextBlock))
+    return "\n".join(re.findall(r"<korely>\n(.*?)\n</korely>", text, flags=re.DOTALL))
 
 
 def korely_tokens(memory: Memory, messages: list[ChatMessage]) -> int:
-    text = memory_text(messages)
-    inner = text[text.index("<korely>") + len("<korely>") : text.index("</korely>")].strip()
-    return len(memory.tokenizer_fn(inner))
+    text = "\n".join(b.text for m in messages for b in m.blocks if isinstance(b, TextBlock))
+    parts = re.findall(r"<korely>\n(.*?)\n</korely>", text, flags=re.DOTALL)
+    return sum(len(memory.tokenizer_fn(part.strip())) for part in parts)
 
 
 def test_default_budget_is_800_when_it_fits(engine, giulia) -> None:
@@ -51,7 +54,7 @@ def test_default_budget_is_800_when_it_fits(engine, giulia) -> None:
 
 def test_default_budget_shrinks_to_the_room_token_limit_leaves(engine, giulia) -> None:
     memory = KorelyMemory.from_defaults(engine, giulia, token_limit=1000)
-    room = block_room(1000, 0.7, tokenizer_fn=memory.tokenizer_fn)
+    room = block_room(1000, 0.7, tokenizer_fn=memory.tokenizer_fn, frames=2)
     assert room < 300
     assert memory.korely_block.token_budget == room
 
@@ -59,7 +62,7 @@ def test_default_budget_shrinks_to_the_room_token_limit_leaves(engine, giulia) -
 @pytest.mark.parametrize(
     ("memory_kwargs", "message"),
     [
-        ({"token_limit": 1000, "token_budget": 800}, "token_budget=800 does not fit"),
+        ({"token_limit": 1000, "token_budget": 800}, "token_budget: 800 does not fit"),
         (
             {"token_limit": 30_000, "chat_history_token_ratio": 0.99, "token_budget": 800},
             "does not fit",
@@ -98,7 +101,7 @@ async def test_what_memory_returns_stays_within_token_limit(engine, giulia, mess
         await memory.aput(user(f"Question {n}: {words(message_tokens)}"))
         messages = await memory.aget()  # what the model is given
         assert total_tokens(memory, messages) <= token_limit
-        if "<korely>" in memory_text(messages):
+        if memory_text(messages):
             shown += 1
             assert korely_tokens(memory, messages) <= budget
         await memory.aput(assistant(f"Answer {n}: the region is doing well."))
@@ -130,24 +133,21 @@ async def test_change_notice_is_shown_or_kept_for_a_later_turn_never_lost(
     assert told.count(True) == 1, told
 
 
-async def test_truncation_gives_up_memories_then_facts_then_notices(engine, giulia) -> None:
-    block = KorelyMemoryBlock(engine=engine, identity=giulia)
-    text = (
-        "_Standing facts kept between conversations._\n"
-        "\n"
-        "## Changed since you last read\n"
-        "- was: Giulia lives in Rome -> now: Giulia lives in Milan (2026-11-10, corrected)\n"
-        "\n"
-        "## Known facts\n"
-        "- home-city: Giulia lives in Milan (since 2026-11-10)\n"
-        "\n"
-        "## Relevant memories\n"
-        "- 2026-11-09: we talked about the northern region"
-    )
-    truncated = await block.atruncate(text, 5)
-    assert truncated is not None
-    assert truncated.endswith("- home-city: Giulia lives in Milan (since 2026-11-10)")
-    truncated = await block.atruncate(text, 30)
-    assert truncated is not None
-    assert truncated.endswith("(2026-11-10, corrected)")
-    assert await block.atruncate(text, 1000) is None
+async def test_truncation_gives_up_memories_then_facts_then_notices(engine, giulia, clock) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, reader="support-bot")
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    engine.remember(giulia, "pet", "Giulia has a cat")
+    engine.add_memory(giulia, "We talked about the northern region and its offices.")
+    block = KorelyMemoryBlock(engine=engine, identity=giulia, reader="support-bot")
+    text = await block.aget([user("Tell me about the northern region")])
+    assert "## Relevant memories" in text and "## Known facts" in text
+    tokens = engine.count_tokens(text)
+
+    less = await block.atruncate(text, 5)
+    assert less is not None and "## Relevant memories" not in less and "- pet:" in less
+    least = await block.atruncate(text, tokens - engine.count_tokens(less) + 40)
+    assert least is not None and "## Known facts" not in least
+    assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan" in least
+    assert await block.atruncate(text, tokens) is None
+    assert await block.atruncate("text this block never served", 5) is None

@@ -13,10 +13,20 @@ def test_public_names_are_pinned() -> None:
     assert korely.__all__ == [
         "KorelyMemory",
         "KorelyMemoryBlock",
+        "aerase_chat_sessions",
         "block_room",
         "engine_tokenizer",
+        "erase_chat_sessions",
         "korely_tools",
     ]
+
+
+def test_every_public_name_is_in_the_readme_api_reference() -> None:
+    readme = (PACKAGE / "README.md").read_text()
+    reference = readme[readme.index("## API reference") :]
+    headings = [line for line in reference.splitlines() if line.startswith("### ")]
+    for name in korely.__all__:
+        assert any(f"`{name}" in heading for heading in headings), name
 
 
 def test_llama_index_and_memory_stay_namespace_packages() -> None:

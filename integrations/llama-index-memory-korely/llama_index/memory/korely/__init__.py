@@ -2,15 +2,27 @@
 
     from llama_index.core.agent.workflow import FunctionAgent
     from llama_index.memory.korely import KorelyMemory, korely_tools
-    memory = KorelyMemory.from_defaults(engine, who, reader="support-bot")
-    agent = FunctionAgent(llm=llm, tools=korely_tools(engine, who))
+
+    agent = FunctionAgent(llm=llm, tools=korely_tools(engine))  # one agent for everyone
+    memory = KorelyMemory.from_defaults(engine, who, reader="support-bot")  # per conversation
     await agent.run("I moved to Milan", memory=memory)
 
-`KorelyMemoryBlock` goes into a `Memory` of your own; `korely_tools` are `FunctionTool`s.
+``KorelyMemory`` is a ``Memory`` with the korely block inside; ``KorelyMemoryBlock``
+goes into a ``Memory`` of your own; ``korely_tools`` are ``FunctionTool``s.
 """
 
+from llama_index.memory.korely._budget import block_room, engine_tokenizer
 from llama_index.memory.korely.block import KorelyMemoryBlock
-from llama_index.memory.korely.memory import KorelyMemory, block_room, engine_tokenizer
+from llama_index.memory.korely.chat_store import aerase_chat_sessions, erase_chat_sessions
+from llama_index.memory.korely.memory import KorelyMemory
 from llama_index.memory.korely.tools import korely_tools
 
-__all__ = ["KorelyMemory", "KorelyMemoryBlock", "block_room", "engine_tokenizer", "korely_tools"]
+__all__ = [
+    "KorelyMemory",
+    "KorelyMemoryBlock",
+    "aerase_chat_sessions",
+    "block_room",
+    "engine_tokenizer",
+    "erase_chat_sessions",
+    "korely_tools",
+]

@@ -2,82 +2,47 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemoryBlock
 from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE
-from llama_index.core.prompts import RichPromptTemplate
 
-from korely_memory import Identity, MemoryEngine
-from korely_memory.limits import MAX_BUDGET, MAX_MEMORY, MIN_BUDGET
+from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine, limits
+from korely_memory.limits import DEFAULT_HOLD, MAX_BUDGET, MIN_BUDGET
+from korely_memory.tools import exchange_memories
 
-DEFAULT_BLOCK_NAME = "korely"
-DEFAULT_TOKEN_BUDGET = 800
+from ._acknowledge import Showing, settle, watch
+from ._budget import DEFAULT_BLOCK_NAME, frame_cost, history_cost
+from ._turns import Turn, locate, text_of, without_repeated_input
+
+DEFAULT_TOKEN_BUDGET = limits.DEFAULT_BUDGET
 
 _TURNS_KEPT = 32
-# How the block's text may end: a letter or digit, the ')' of a fact line, the '…' of a cut memory,
-# other punctuation. Tokens can merge across the frame's edge, so each is measured.
-_LAST_CHARACTERS = ("x", "7", ")", "…", ".", "?!", "é")
-
-
-@dataclass
-class _Turn:
-    """One user turn of one chat session, and the block served for it."""
-
-    user: str
-    before: str | None
-    answered: bool
-    text: str
-
-
-@dataclass(frozen=True)
-class _Seen:
-    """Where a read stands in the conversation."""
-
-    user: str
-    """Text of the turn's user message."""
-    before: str | None
-    """The message right before it (the answer it follows), None when none is left."""
-    answered: bool
-    """Whether a reply follows the user message."""
-
-    def continues(self, turn: _Turn) -> bool:
-        """True when this read belongs to ``turn``, not to a new one."""
-        if self.user != turn.user:
-            return False
-        # Memory flushes its oldest messages, so what came before may vanish within a turn.
-        if self.before is not None and self.before != turn.before:
-            return False
-        # An answered turn whose user message comes back unanswered is the user saying it again.
-        return not (turn.answered and not self.answered)
+_SERVED_KEPT = 64
+_TAG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 
 class KorelyMemoryBlock(BaseMemoryBlock[str]):
     """The facts an identity keeps between conversations, for ``llama_index.core.memory.Memory``.
 
-    Returns the engine's context block as text, without a frame of its own
-    (``Memory`` puts it between ``<memory>`` tags). The block is read once per
-    user turn and served again to the later reads of that turn: an agent reads
-    its memory blocks at the start of a run, after each tool round and once more
-    after the final answer, which the model never sees, so no change notice is
-    spent on a read the model does not see.
+    In a :class:`~llama_index.memory.korely.KorelyMemory` (what ``KorelyMemory.from_defaults``
+    builds), the memory decides what the block reads and where its parts go. In a ``Memory``
+    of your own, the block returns the engine's context block as text, which ``Memory``
+    puts between ``<memory><korely>`` tags in the system message; it is read once per user
+    turn, recognised from the messages it is given, and served again to the turn's later reads.
 
-    With ``token_limit`` set (``KorelyMemory.from_defaults`` sets it), each read
-    asks the engine for no more than the room the chat history and the frame
-    leave, and for nothing when that is under the engine's minimum budget. The
-    engine fits change notices inside the budget it is given, so ``Memory``
-    never truncates a notice that was reserved for this read.
+    Every read that can tell changes holds them (``hold``) instead of spending them: they are
+    spent once an LLM answered a prompt that carried them, and told again otherwise.
 
-    Messages that ``Memory`` flushes from its short-term queue are kept as
-    memories (searchable text) when ``accept_short_term_memory`` is True.
-
-    The block is bound to one identity, which cannot be changed afterwards;
-    build one per (account, user, agent).
+    Raises:
+        InvalidRequest: at construction, an identity, reader, budget, ``changes`` or ``hold``
+            the engine would refuse, or a name that cannot be a tag.
     """
 
     name: str = Field(default=DEFAULT_BLOCK_NAME, description="The name of the memory block.")
@@ -87,9 +52,7 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
     )
     priority: int = Field(
         default=1,
-        description=(
-            "Truncation priority; when Memory must make room, the block gives up its last lines."
-        ),
+        description="Truncation priority; when Memory must make room, the block shows less.",
     )
     accept_short_term_memory: bool = Field(
         default=False,
@@ -101,9 +64,7 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
     identity: Identity = Field(frozen=True, description="Whose memory this block shows.")
     reader: str | None = Field(
         default=None,
-        description=(
-            "The reading agent's own name; without it no read is marked and no change is told."
-        ),
+        description="The reading agent's own name; without it nothing is marked or told.",
     )
     token_budget: int = Field(
         default=DEFAULT_TOKEN_BUDGET,
@@ -115,21 +76,19 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
         default=None,
         description='Which kinds of change to tell; None for the engine default, "all" for all.',
     )
+    hold: dt.timedelta | None = Field(
+        default=DEFAULT_HOLD,
+        description="How long a read holds the changes it shows for its model to answer.",
+    )
     token_limit: int | None = Field(
         default=None,
         ge=1,
-        description=(
-            "The token_limit of the Memory the block is in. With it, each read asks the engine "
-            "for no more than the room the chat history leaves, so Memory never truncates it."
-        ),
+        description="In a Memory of your own: its token_limit, so each read fits the room left.",
     )
     frame_tokens: int | None = Field(
         default=None,
         ge=0,
-        description=(
-            "Tokens Memory's template adds around the block's text; None to measure them "
-            "for Memory's default template."
-        ),
+        description="Tokens the Memory's template adds around the block; None to measure them.",
     )
     tokenizer_fn: Callable[[str], Sequence[Any]] | None = Field(
         default=None,
@@ -137,55 +96,130 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
         description="The tokenizer_fn of the Memory the block is in; None for the engine's.",
     )
 
-    _turns: OrderedDict[tuple[Identity, str | None], _Turn] = PrivateAttr(
+    _turns: OrderedDict[tuple[Identity, str | None], Turn] = PrivateAttr(
         default_factory=OrderedDict
     )
+    _served: OrderedDict[str, ContextBlock] = PrivateAttr(default_factory=OrderedDict)
     _frame: int | None = PrivateAttr(default=None)
 
-    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        history = _without_repeated_input(messages or [])
-        seen = _locate(history)
-        if seen is None:
-            return await self._read(None, history)
-        # The identity is part of the key, so that no copy of this block made for
-        # someone else (model_copy shares private state) is served this one's text.
-        session = (self.identity, block_kwargs.get("session_id"))
-        turn = self._turns.get(session)
-        if turn is not None and seen.continues(turn):
-            turn.answered = turn.answered or seen.answered
-            if self.token_limit is None:
-                return turn.text
-            # The history grows within a turn (the answer): what no longer fits gives way here.
-            return self._fit(turn.text, self._room(history))
-        text = await self._read(seen.user, history)
-        self._turns[session] = _Turn(seen.user, seen.before, seen.answered, text)
-        self._turns.move_to_end(session)
-        while len(self._turns) > _TURNS_KEPT:
-            self._turns.popitem(last=False)
-        return text
+    def __init__(self, **data: Any) -> None:
+        if "identity" in data:
+            data["identity"] = limits.check_identity(data["identity"])
+        if not isinstance(data.get("engine"), MemoryEngine):
+            raise InvalidRequest("engine", "must be a korely_memory.MemoryEngine")
+        limits.check_reader(data.get("reader"))
+        if "token_budget" in data:
+            limits.check_token_budget(data["token_budget"])
+        limits.check_changes(data.get("changes"))
+        if "hold" in data:
+            data["hold"] = limits.check_hold(data["hold"])
+        name = data.get("name", DEFAULT_BLOCK_NAME)
+        if not isinstance(name, str) or not _TAG_NAME.fullmatch(name):
+            raise InvalidRequest(
+                "name", "must be a tag name: a letter or '_', then letters, digits, '_', '.', '-'"
+            )
+        super().__init__(**data)
 
-    async def _read(self, query: str | None, history: list[ChatMessage]) -> str:
-        budget = self._room(history)
+    # -- reading, for this block and for KorelyMemory ---------------------------------
+
+    async def read(self, query: str | None, budget: int, *, marking: bool) -> ContextBlock | None:
+        """The engine's block for ``query`` in ``budget`` tokens; None when it shows nothing.
+
+        Args:
+            query: What the turn is about (the user's message).
+            budget: The most tokens it may take; under the engine's minimum nothing is read,
+                so nothing is marked or held.
+            marking: False for a read no model will answer (a resumed session shown to
+                someone): nothing is marked, held or told.
+        """
         if budget < MIN_BUDGET:
-            # Too little room to show anything: read nothing, so no change is spent.
-            return ""
+            return None
+        held = marking and self.reader is not None
         block = await self.engine.aget_context(
             self.identity,
             query or None,
-            reader=self.reader,
-            token_budget=budget,
+            reader=self.reader if marking else None,
+            token_budget=min(budget, self.token_budget),
             changes=self.changes,
+            hold=self.hold if held else None,
         )
-        if not (block.facts or block.memories or block.changed):
+        return block if shows_something(block) else None
+
+    def show(self, turn: Turn, block: ContextBlock, needle: str, carrier: TextBlock | None) -> None:
+        """Watch for ``needle`` (a text ``block`` was served as) in the prompts LLMs answer."""
+        if block.receipt is None:
+            return
+        if any(s.receipt == block.receipt and s.needle == needle for s in turn.showings):
+            return
+        showing = Showing(self.engine, block.receipt, needle, carrier)
+        turn.showings.append(showing)
+        watch(showing)
+
+    # -- in a Memory of your own -------------------------------------------------------
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        history = without_repeated_input(messages or [])
+        seen = locate(history)
+        session = (self.identity, block_kwargs.get("session_id"))
+        turn = self._turns.get(session)
+        if turn is not None:
+            await settle(turn.showings)
+        room = self._room(history)
+        if seen is None or (seen.answered and (turn is None or not seen.continues(turn))):
+            # Nobody waits for an answer (a resumed session being shown): no notices.
+            return self._remember_served(await self.read(None, room, marking=False))
+        if turn is None or not seen.continues(turn):
+            if turn is not None and not (turn.holds_changes and turn.user == seen.user):
+                turn.end()
+                turn = None
+            if turn is None:
+                # A retry of a turn no model answered keeps that turn's block and its changes.
+                turn = Turn(seen.user, block=await self.read(seen.user, room, marking=True))
+            turn.before = seen.before
+            self._turns[session] = turn
+            self._turns.move_to_end(session)
+            while len(self._turns) > _TURNS_KEPT:
+                self._turns.popitem(last=False)[1].end()
+        turn.answered = turn.answered or seen.answered
+        if turn.block is None:
             return ""
+        served = turn.block.fit(room) if self.token_limit is not None else turn.block
+        if not shows_something(served):
+            return ""
+        self.show(turn, served, served.text, None)
+        return self._remember_served(served)
+
+    async def atruncate(self, content: Any, tokens_to_truncate: int) -> str | None:
+        """Show less when ``Memory`` must make room: memories go first, then facts, then changes.
+
+        The block is re-rendered by the engine (``ContextBlock.fit``), so a change cut
+        here is not spent: it waits for a later turn. Returns None when only the block's
+        fixed note would be left, and for content this block did not serve.
+        """
+        if not isinstance(content, str) or not content:
+            return None
+        served = self._served.get(content)
+        if served is None:
+            return None
+        smaller = served.fit(served.tokens - tokens_to_truncate)
+        if not shows_something(smaller):
+            return None
+        for turn in self._turns.values():
+            if any(s.needle == content for s in turn.showings):
+                self.show(turn, smaller, smaller.text, None)
+        return self._remember_served(smaller)
+
+    def _remember_served(self, block: ContextBlock | None) -> str:
+        if block is None:
+            return ""
+        self._served[block.text] = block
+        self._served.move_to_end(block.text)
+        while len(self._served) > _SERVED_KEPT:
+            self._served.popitem(last=False)
         return block.text
 
     def _room(self, history: list[ChatMessage]) -> int:
-        """The budget of this read: ``token_budget``, or less when the history leaves less room.
-
-        Change notices are reserved when the engine builds the block; sizing the
-        read to the room left means Memory never has to cut a notice it took.
-        """
+        """This read's budget: ``token_budget``, or less when the history leaves less room."""
         if self.token_limit is None:
             return self.token_budget
         if self._frame is None:
@@ -203,123 +237,22 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
         count = self.engine.count_tokens
         return lambda text: range(count(text))
 
+    # -- flushed messages ------------------------------------------------------------
+
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        for piece in _pieces(_transcript(messages), MAX_MEMORY):
+        """Keep flushed messages as memories: one per turn, split (never cut) to the size limit.
+
+        Tool calls and tool results are left out: only what the user and the assistant said.
+        """
+        said = [
+            (message.role.value, text_of(message))
+            for message in messages
+            if message.role in (MessageRole.USER, MessageRole.ASSISTANT)
+        ]
+        for piece in exchange_memories(said):
             await self.engine.aadd_memory(self.identity, piece)
 
-    async def atruncate(self, content: Any, tokens_to_truncate: int) -> str | None:
-        """Give up whole lines from the end (memories first, then facts) until enough room is freed.
 
-        Change notices open the block, so they are the last to go. Returns None
-        when nothing but the block's fixed note would be left, and for an empty
-        block (Memory asks for ``[]`` when the block had nothing to show).
-        """
-        if not isinstance(content, str) or not content:
-            return None
-        return self._fit(content, self._count(content) - tokens_to_truncate) or None
-
-    def _fit(self, text: str, room: int) -> str:
-        """``text`` less as many lines from its end as it takes to fit in ``room`` tokens."""
-        lines = text.split("\n")
-        over = self._count(text) - room
-        while lines and over > 0:
-            freed = 0
-            while lines and freed < over:
-                freed += self._count(lines.pop() + "\n")
-            over = self._count("\n".join(lines)) - room
-        while lines and (not lines[-1].strip() or lines[-1].startswith("#")):
-            lines.pop()
-        if not any(line.startswith("- ") for line in lines):
-            return ""
-        return "\n".join(lines)
-
-    def _count(self, text: str) -> int:
-        return len(self._tokenizer()(text))
-
-
-def _text(message: ChatMessage) -> str:
-    return message.content or ""
-
-
-def history_cost(messages: list[ChatMessage], tokenizer_fn: Callable[[str], Sequence[Any]]) -> int:
-    """The messages' tokens as ``Memory`` counts them: text blocks and additional kwargs.
-
-    Images, audio and other media, which ``Memory`` counts by estimate, are not counted.
-    """
-    total = 0
-    for message in messages:
-        if message.additional_kwargs:
-            total += len(tokenizer_fn(str(message.additional_kwargs)))
-        for block in message.blocks:
-            if isinstance(block, TextBlock):
-                total += len(tokenizer_fn(block.text))
-    return total
-
-
-def frame_cost(
-    template: RichPromptTemplate, block_name: str, tokenizer_fn: Callable[[str], Sequence[Any]]
-) -> int:
-    """The most tokens ``template`` adds around a block's text, whatever character it ends in."""
-
-    def framed(text: str) -> int:
-        messages = template.format_messages(memory_blocks=[(block_name, [TextBlock(text=text)])])
-        return history_cost(messages, tokenizer_fn)
-
-    sample = (
-        "_Standing facts._\n\n## Known facts\n- home-city: Giulia lives in Rome (since 2026-01-01"
-    )
-    return max(
-        framed(sample + last) - len(tokenizer_fn(sample + last)) for last in _LAST_CHARACTERS
-    )
-
-
-def _without_repeated_input(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """The chat history Memory holds, without the ``input`` it may append to it for its blocks."""
-    msgs = list(messages)
-    if (
-        len(msgs) >= 2
-        and msgs[-1].role == MessageRole.USER
-        and msgs[-2].role == MessageRole.USER
-        and _text(msgs[-1]) == _text(msgs[-2])
-    ):
-        # After a tool round an agent passes the turn's user text as ``input``,
-        # which Memory appends after the stored user message: the same message twice.
-        msgs.pop()
-    return msgs
-
-
-def _locate(msgs: list[ChatMessage]) -> _Seen | None:
-    """Find the user turn a read belongs to, or None when no user message is in sight."""
-    for index in range(len(msgs) - 1, -1, -1):
-        if msgs[index].role == MessageRole.USER:
-            before = msgs[index - 1] if index else None
-            return _Seen(
-                user=_text(msgs[index]),
-                before=f"{before.role.value}\x00{_text(before)}" if before is not None else None,
-                answered=index < len(msgs) - 1,
-            )
-    return None
-
-
-def _transcript(messages: list[ChatMessage]) -> str:
-    """The user's and the assistant's words, one message a paragraph; tool traffic left out."""
-    lines = [
-        f"{message.role.value}: {_text(message).strip()}"
-        for message in messages
-        if message.role in (MessageRole.USER, MessageRole.ASSISTANT) and _text(message).strip()
-    ]
-    return "\n\n".join(lines)
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    """Split ``text`` into pieces of at most ``size`` characters, at paragraph breaks if any."""
-    pieces: list[str] = []
-    while len(text) > size:
-        cut = text.rfind("\n\n", 0, size)
-        if cut <= 0:
-            cut = size
-        pieces.append(text[:cut].strip())
-        text = text[cut:].strip()
-    if text:
-        pieces.append(text)
-    return pieces
+def shows_something(block: ContextBlock) -> bool:
+    """True when a block has more than its fixed note: a fact, a memory or a change."""
+    return bool(block.facts or block.memories or block.changed)

@@ -1,29 +1,64 @@
-"""A ready ``Memory`` with the korely block inside, sized to fit its token limit."""
+"""A ready ``Memory`` with the korely block inside: one read per user turn, placed for caching."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+import datetime as dt
+from typing import Any, Literal, cast
 
+from llama_index.core.base.llms.types import CacheControl, ChatMessage
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import Memory
-from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE, DEFAULT_TOKEN_LIMIT
-from llama_index.core.prompts import RichPromptTemplate
+from llama_index.core.memory.memory import (
+    DEFAULT_MEMORY_BLOCKS_TEMPLATE,
+    DEFAULT_TOKEN_LIMIT,
+    InsertMethod,
+)
+from llama_index.core.storage.chat_store.base_db import MessageStatus
 
-from korely_memory import Identity, MemoryEngine
+from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine, limits
 from korely_memory.limits import MIN_BUDGET
 
-from .block import DEFAULT_BLOCK_NAME, DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, frame_cost
+from ._acknowledge import settle
+from ._budget import DEFAULT_BLOCK_NAME, block_room, engine_tokenizer, frame_cost
+from ._layout import PLACEMENTS, Parts, framed, place
+from ._turns import Conversation, last_user_index, text_of
+from .block import DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, shows_something
 
+Placement = Literal["system", "context"]
+DEFAULT_PLACEMENT: Placement = "context"
 DEFAULT_CHAT_HISTORY_TOKEN_RATIO: float = Memory.model_fields["chat_history_token_ratio"].default
+_FRAMES = 2  # the stable note and the rest are framed apart
+_FITS = 4  # re-renderings tried before a block that will not fit is left out
 
 
 class KorelyMemory(Memory):
-    """A LlamaIndex ``Memory`` whose memory blocks include a :class:`KorelyMemoryBlock`.
+    """A LlamaIndex ``Memory`` with a :class:`KorelyMemoryBlock` first among its blocks.
 
-    Build it with :meth:`from_defaults`; everything else is ``Memory``'s own
-    behaviour (short-term chat history, flushing, insertion into the system message).
+    Build it with :meth:`from_defaults`, one per conversation, and pass it to every
+    ``agent.run(..., memory=memory)``. Its chat history, flushing and other blocks are
+    ``Memory``'s own; what it adds:
+
+    - the korely block is read once per user turn, whatever the agent (``FunctionAgent``,
+      ``ReActAgent``, every agent of an ``AgentWorkflow``) or chat engine, and served again
+      to the turn's later reads; a turn starts when a user message is stored;
+    - its stable note goes at the start of the system message and the rest where
+      ``placement`` says (see ``_layout``), never into the chat history;
+    - each read is sized to the room the history and the other blocks leave within
+      ``token_limit``, and shows less rather than go over it;
+    - changes shown are held, and spent once an LLM answered a prompt that carried them.
     """
+
+    placement: Placement = Field(
+        default=DEFAULT_PLACEMENT,
+        description='Where the block\'s changing part goes: "system" or "context".',
+    )
+    cache_control: CacheControl | None = Field(
+        default=None,
+        description="When set, a CachePoint with it follows the block's stable note.",
+    )
+
+    _conversation: Conversation = PrivateAttr(default_factory=Conversation)
+    _frames: int | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -38,55 +73,88 @@ class KorelyMemory(Memory):
         reader: str | None = None,
         token_budget: int | None = None,
         changes: str | list[str] | None = None,
+        hold: bool | float | dt.timedelta | None = True,
+        placement: Placement = DEFAULT_PLACEMENT,
+        cache_control: CacheControl | None = None,
         keep_flushed: bool = False,
         block_name: str = DEFAULT_BLOCK_NAME,
         **memory_kwargs: Any,
     ) -> KorelyMemory:
-        """A ``Memory`` for one conversation of ``identity``, with its facts in the system message.
+        """A ``Memory`` for one conversation of ``identity``.
 
         Args:
-            engine: the engine that keeps the facts.
-            identity: whose memory it is (account, user, agent).
-            reader: the reading agent's own name; set it to be told, once, of facts
-                that changed since this agent last read them.
-            token_budget: the most tokens the block may take. By default 800, or
-                less when ``token_limit`` leaves less room. A read takes less still
-                when the chat history has outgrown its share of ``token_limit``.
-            changes: which kinds of change to tell (see ``MemoryEngine.get_context``).
-            keep_flushed: keep messages flushed from the short-term queue as memories.
-            block_name: the block's name, also its tag inside ``<memory>``.
-            **memory_kwargs: passed to ``Memory.from_defaults`` (``session_id``,
-                ``token_limit``, ``chat_history_token_ratio``, ``memory_blocks``, ...).
+            engine: The engine that keeps the facts.
+            identity: Whose memory it is (account, user, agent).
+            reader: The reading agent's own name; set it to be told, once, of facts
+                that changed since this agent last read them, and not of its own writes.
+            token_budget: The most tokens the block may take: by default 800, or less
+                when ``token_limit`` leaves less room.
+            changes: Which kinds of change to tell (see ``MemoryEngine.get_context``).
+            hold: How long a read holds the changes it shows until an LLM answers with
+                them: True (10 minutes), seconds, a ``timedelta``; None or False spends
+                them at the read, as a read without a hold does.
+            placement: ``"context"`` (the default) puts the block's changing part in the
+                latest user message, ``"system"`` in a system message before the history.
+            cache_control: Mark the stable note cacheable (a ``CachePoint`` after it), for
+                providers with explicit cache markers.
+            keep_flushed: Keep what ``Memory`` flushes from its chat history as memories of
+                the identity, one per turn.
+            block_name: The block's name, its tag inside ``<memory>``.
+            **memory_kwargs: Passed to ``Memory.from_defaults`` (``session_id``,
+                ``token_limit``, ``chat_history_token_ratio``, ``memory_blocks``,
+                ``chat_store``, ``async_database_uri``, ...).
+
+        Returns:
+            The memory.
 
         Raises:
-            ValueError: ``token_budget`` does not fit beside the chat history
-                ``Memory`` keeps within ``token_limit``.
+            InvalidRequest: An argument the engine would refuse (identity, reader, budget,
+                changes, hold), an unknown placement, ``insert_method=InsertMethod.USER``, or
+                a ``token_limit`` that leaves the block less room than it needs.
         """
+        identity = limits.check_identity(identity)
+        limits.check_reader(reader)
+        limits.check_changes(changes)
+        period = limits.check_hold(hold)
+        if token_budget is not None:
+            limits.check_token_budget(token_budget)
+        if placement not in PLACEMENTS:
+            raise InvalidRequest("placement", f'must be "system" or "context", not {placement!r}')
+        if memory_kwargs.get("insert_method", InsertMethod.SYSTEM) != InsertMethod.SYSTEM:
+            raise InvalidRequest(
+                "insert_method", "KorelyMemory places its block by placement=, not insert_method"
+            )
         token_limit: int = memory_kwargs.get("token_limit", DEFAULT_TOKEN_LIMIT)
         ratio: float = memory_kwargs.get(
             "chat_history_token_ratio", DEFAULT_CHAT_HISTORY_TOKEN_RATIO
         )
-        # Memory counts in the engine's tokens unless told otherwise, so that the
-        # block's budget and Memory's limit are one unit.
+        # Memory counts in the engine's tokens unless told otherwise: one unit for both.
         if memory_kwargs.get("tokenizer_fn") is None:
             memory_kwargs["tokenizer_fn"] = engine_tokenizer(engine)
         tokenizer_fn = memory_kwargs["tokenizer_fn"]
         template = memory_kwargs.get("memory_blocks_template", DEFAULT_MEMORY_BLOCKS_TEMPLATE)
         room = block_room(
-            token_limit, ratio, tokenizer_fn=tokenizer_fn, template=template, block_name=block_name
+            token_limit,
+            ratio,
+            tokenizer_fn=tokenizer_fn,
+            template=template,
+            block_name=block_name,
+            frames=_FRAMES,
         )
         if token_budget is None:
             if room < MIN_BUDGET:
-                raise ValueError(
-                    f"token_limit={token_limit} with chat_history_token_ratio={ratio} leaves "
-                    f"{room} tokens for the memory block, fewer than {MIN_BUDGET}: "
-                    "raise token_limit or lower the ratio"
+                raise InvalidRequest(
+                    "token_limit",
+                    f"{token_limit} with chat_history_token_ratio={ratio} leaves {room} tokens "
+                    f"for the memory block, fewer than {MIN_BUDGET}: raise token_limit or lower "
+                    "the ratio",
                 )
             token_budget = min(DEFAULT_TOKEN_BUDGET, room)
         elif token_budget > room:
-            raise ValueError(
-                f"token_budget={token_budget} does not fit: token_limit={token_limit} with "
-                f"chat_history_token_ratio={ratio} leaves {room} tokens for the memory block"
+            raise InvalidRequest(
+                "token_budget",
+                f"{token_budget} does not fit: token_limit={token_limit} with "
+                f"chat_history_token_ratio={ratio} leaves {room} tokens for the memory block",
             )
         block = KorelyMemoryBlock(
             name=block_name,
@@ -95,40 +163,138 @@ class KorelyMemory(Memory):
             reader=reader,
             token_budget=token_budget,
             changes=changes,
+            hold=period,
             accept_short_term_memory=keep_flushed,
             token_limit=token_limit,
             frame_tokens=frame_cost(template, block_name, tokenizer_fn),
             tokenizer_fn=tokenizer_fn,
         )
         memory_kwargs["memory_blocks"] = [block, *(memory_kwargs.get("memory_blocks") or [])]
-        return cast(KorelyMemory, super().from_defaults(**memory_kwargs))
+        memory = cast(KorelyMemory, super().from_defaults(**memory_kwargs))
+        memory.placement = placement
+        memory.cache_control = cache_control
+        return memory
 
     @property
     def korely_block(self) -> KorelyMemoryBlock:
-        """The korely block among this memory's blocks."""
+        """The korely block among this memory's blocks (the first, if there are several)."""
         return next(block for block in self.memory_blocks if isinstance(block, KorelyMemoryBlock))
 
+    # -- storing: a stored user message starts a turn ----------------------------------
 
-def engine_tokenizer(engine: MemoryEngine) -> Callable[[str], Sequence[int]]:
-    """A ``tokenizer_fn`` for ``Memory`` that counts with the engine's tokenizer.
+    async def aput(self, message: ChatMessage) -> None:
+        await self._settle()
+        self._conversation.stored([message])
+        await super().aput(message)
 
-    ``Memory`` only takes the length of what it returns.
-    """
-    return lambda text: range(engine.count_tokens(text))
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        await self._settle()
+        self._conversation.stored(messages)
+        await super().aput_messages(messages)
 
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        await self._settle()
+        self._conversation.stored(messages)
+        await super().aset(messages)
 
-def block_room(
-    token_limit: int,
-    chat_history_token_ratio: float,
-    *,
-    tokenizer_fn: Callable[[str], Sequence[Any]],
-    template: RichPromptTemplate = DEFAULT_MEMORY_BLOCKS_TEMPLATE,
-    block_name: str = DEFAULT_BLOCK_NAME,
-) -> int:
-    """The most tokens a memory block can take beside a chat history within its share.
+    async def areset(self, status: MessageStatus | None = None) -> None:
+        await self._settle()
+        self._conversation.reset()
+        await super().areset(status)
 
-    ``Memory`` flushes its chat history down to ``token_limit * chat_history_token_ratio``;
-    what is left, less the ``<memory>`` frame around the block, is the block's room.
-    """
-    history = math.floor(token_limit * chat_history_token_ratio)
-    return token_limit - history - frame_cost(template, block_name, tokenizer_fn)
+    async def _settle(self) -> None:
+        """Wait for the acknowledgements of what the last answers were told."""
+        if self._conversation.turn is not None:
+            await settle(self._conversation.turn.showings)
+
+    # -- reading -------------------------------------------------------------------
+
+    async def aget(
+        self, input: str | ChatMessage | None = None, **block_kwargs: Any
+    ) -> list[ChatMessage]:
+        """The chat history with the memory blocks in place, within ``token_limit``.
+
+        Args:
+            input: The user's message when it is not stored yet (chat engines pass it).
+            **block_kwargs: Passed to the other blocks.
+
+        Returns:
+            The messages for the LLM.
+        """
+        await self._settle()
+        history = await self.sql_store.get_messages(self.session_id, status=MessageStatus.ACTIVE)
+        messages = await self._with_other_blocks(history, input, **block_kwargs)
+        room = self.token_limit - sum(self._estimate_token_count(m) for m in messages)
+        question = None if input is None else text_of(input)
+        korely = self.korely_block
+        turn = self._conversation.locate(history, question)
+        if turn is None:
+            # Nobody waits for an answer (a stored conversation being shown): no notices.
+            index = last_user_index(history)
+            query = question or (text_of(history[index]) if index is not None else None)
+            block = await korely.read(query, self._read_budget(room), marking=False)
+            shown = self._within(block, room)
+            return place(messages, shown[1], in_user_message=False) if shown else messages
+        if turn is not self._conversation.turn and self._conversation.start(turn):
+            turn.block = await korely.read(turn.user, self._read_budget(room), marking=True)
+        within = self._within(turn.block, room)
+        if within is None:
+            return messages
+        variant, parts = within
+        korely.show(turn, variant, variant.volatile, parts.carrier)
+        return place(messages, parts, in_user_message=self.placement == "context" and turn.stored)
+
+    def _read_budget(self, room: int) -> int:
+        if self._frames is None:
+            block = self.korely_block
+            self._frames = _FRAMES * frame_cost(
+                self.memory_blocks_template, block.name, self.tokenizer_fn
+            )
+        return room - self._frames
+
+    def _within(self, block: ContextBlock | None, room: int) -> tuple[ContextBlock, Parts] | None:
+        """``block`` framed, re-rendered smaller until it fits ``room``; None when nothing fits."""
+        variant = block
+        for _ in range(_FITS):
+            if variant is None or not shows_something(variant):
+                return None
+            parts = framed(
+                self.memory_blocks_template,
+                self.korely_block.name,
+                variant.stable,
+                variant.volatile,
+                self.cache_control,
+            )
+            cost = self._estimate_token_count([*parts.stable, *parts.volatile])
+            if cost <= room:
+                return variant, parts
+            assert block is not None
+            variant = block.fit(variant.tokens - (cost - room))
+        return None
+
+    async def _with_other_blocks(
+        self, history: list[ChatMessage], input: str | ChatMessage | None, **block_kwargs: Any
+    ) -> list[ChatMessage]:
+        """The history with every other block in place, as ``Memory`` would place them."""
+        korely = self.korely_block
+        block_input = history
+        if isinstance(input, str):
+            block_input = [*history, ChatMessage(role="user", content=input)]
+        contents: dict[str, Any] = {}
+        for block in sorted(self.memory_blocks, key=lambda b: -b.priority):
+            if block is korely:
+                continue
+            content = await block.aget(block_input, session_id=self.session_id, **block_kwargs)
+            if content:
+                contents[block.name] = content
+        if contents:
+            tokens = sum(self._estimate_token_count(c) for c in contents.values())
+            contents = await self._truncate_memory_blocks(
+                contents, tokens, sum(self._estimate_token_count(m) for m in history)
+            )
+        data, chat_messages = await self._format_memory_blocks(contents)
+        blocks: list[Any] = []
+        if data:
+            rendered = self.memory_blocks_template.format_messages(memory_blocks=data)
+            blocks = rendered[0].blocks if rendered else []
+        return self._insert_memory_content(history, blocks, chat_messages)

@@ -1,130 +1,221 @@
-"""The ``remember``, ``correct`` and ``forget`` tools, as LlamaIndex ``FunctionTool``s."""
+"""The memory tools (``korely_memory.tools.MEMORY_TOOLS``) as LlamaIndex ``FunctionTool``s.
+
+Every tool of the engine's tuple is wrapped the same way, by its definition:
+name, description, arguments, refusals and replies all come from the engine.
+What this module adds is where a call's identity comes from: the memory of the
+run (an agent hands its tools the workflow ``Context``, which holds the memory
+passed to ``run``), or an identity fixed when the tools are made.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import inspect
+import logging
+import re
 from typing import Any
 
-from llama_index.core.bridge.pydantic import BaseModel, Field
-from llama_index.core.tools import FunctionTool, ToolMetadata
+from llama_index.core.async_utils import asyncio_run
+from llama_index.core.bridge.pydantic import BaseModel, Field, create_model
+from llama_index.core.memory import BaseMemory, Memory
+from llama_index.core.tools import FunctionTool, ToolMetadata, ToolOutput
+from llama_index.core.workflow import Context
 
-from korely_memory import Fact, Identity, KorelyError, MemoryEngine
-from korely_memory.limits import MAX_CONTENT
+from korely_memory import Identity, InvalidRequest, MemoryEngine, limits
+from korely_memory.tools import MEMORY_TOOLS, MemoryTool, ToolArgument, ToolResult
 
-_KEY = (
-    "A short, stable identifier of what the fact is about, e.g. 'home-city' or "
-    "'reporting-region'. Lower case letters, digits and - . _ : ; spaces become '-'."
-)
-_CONTENT = (
-    "The fact in your own words: one or two self-contained sentences, "
-    f"at most {MAX_CONTENT} characters."
-)
+from .block import KorelyMemoryBlock
+from .memory import KorelyMemory
 
+logger = logging.getLogger("llama_index.memory.korely")
 
-class _KeyAndContent(BaseModel):
-    key: str = Field(description=_KEY)
-    content: str = Field(description=_CONTENT)
-
-
-class _KeyOnly(BaseModel):
-    key: str = Field(description=_KEY)
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_CONTEXT = "ctx"
 
 
 def korely_tools(
-    engine: MemoryEngine, identity: Identity, max_facts: int | None = None
+    engine: MemoryEngine,
+    identity: Identity | None = None,
+    *,
+    max_facts: int | None = None,
+    tool_prefix: str = "",
 ) -> list[FunctionTool]:
     """The tools an agent uses to keep facts about the person it works for.
 
-    ``identity`` is bound here, when the tools are made: no argument the model
-    sends can change whose memory is written, and a call that names anything
-    besides the documented arguments writes nothing. A refused call (a bad key,
-    no fact to correct, the ``max_facts`` ceiling) comes back to the model as a
-    short sentence, never as an exception.
+    Without ``identity`` (the usual way, and the only one for a server where one
+    agent serves many people), each call writes for the identity of the run's
+    memory: the ``KorelyMemory`` (or a ``Memory`` holding a ``KorelyMemoryBlock``)
+    passed to ``agent.run(..., memory=...)``, with its reader name, so the agent
+    is not told of its own writes. With ``identity``, the tools write for that
+    identity and refuse a run whose memory belongs to someone else.
+
+    The model fills in only the arguments of the tool's definition; a call naming
+    anything else (a user, an account) writes nothing. A refused or failed call
+    returns a ``ToolOutput`` with ``is_error=True`` and a sentence the model can act
+    on; a database failure returns a neutral sentence (and is logged), never the
+    driver's message.
 
     Args:
-        engine: the engine that keeps the facts.
-        identity: whose memory the tools write.
-        max_facts: refuse to record a new key once this identity keeps this many facts.
+        engine: The engine that keeps the facts.
+        identity: A fixed identity to write for; None to take it from each run's memory.
+        max_facts: Refuse a new key once the identity keeps this many facts.
+        tool_prefix: Put before every tool name (``"memory_"`` makes ``memory_forget``),
+            when the agent has tools of its own with the same names: LlamaIndex keeps
+            only the last tool of a name, silently.
 
     Returns:
-        ``[remember, correct, forget]``.
+        One ``FunctionTool`` per tool of ``MEMORY_TOOLS``, in its order.
+
+    Raises:
+        InvalidRequest: A bad identity, ``max_facts`` or ``tool_prefix``.
     """
-
-    def remember(key: str = "", content: str = "", **other: Any) -> str:
-        return _attempt(
-            "Not saved",
-            lambda: engine.remember(identity, key, content, max_facts=max_facts),
-            lambda fact: f"Remembered {fact.key}: {fact.content}",
-            other,
-            takes="key and content",
+    if identity is not None:
+        identity = limits.check_identity(identity)
+    if max_facts is not None and (
+        isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 0
+    ):
+        raise InvalidRequest("max_facts", f"must be a non-negative integer, got {max_facts!r:.40}")
+    if not isinstance(tool_prefix, str) or not all(
+        _TOOL_NAME.fullmatch(tool_prefix + tool.name) for tool in MEMORY_TOOLS
+    ):
+        raise InvalidRequest(
+            "tool_prefix",
+            "must make tool names of at most 64 letters, digits, '_' and '-', "
+            f"got {tool_prefix!r:.40}",
         )
-
-    def correct(key: str = "", content: str = "", **other: Any) -> str:
-        return _attempt(
-            "Not corrected",
-            lambda: engine.correct(identity, key, content),
-            lambda fact: f"Corrected {fact.key}: {fact.content}",
-            other,
-            takes="key and content",
-        )
-
-    def forget(key: str = "", **other: Any) -> str:
-        return _attempt(
-            "Not forgotten",
-            lambda: engine.forget(identity, key),
-            lambda fact: f"Forgot {fact.key}.",
-            other,
-            takes="key",
-        )
-
     return [
-        _tool(
-            remember,
-            _KeyAndContent,
-            "Keep a fact about the user for later conversations: something that will still be true "
-            "and useful next time (where they live, what they look after, how they like answers). "
-            "Recording under a key already in use replaces what was kept there.",
-        ),
-        _tool(
-            correct,
-            _KeyAndContent,
-            "Correct a fact kept under a key when it was wrong or has changed. The old version is "
-            "kept as history and other agents that read it are told.",
-        ),
-        _tool(
-            forget,
-            _KeyOnly,
-            "Forget the fact kept under a key, when it is no longer true or the user asks you to.",
-        ),
+        _KorelyTool(engine, tool, tool_prefix + tool.name, identity, max_facts)
+        for tool in MEMORY_TOOLS
     ]
 
 
-def _tool(fn: Callable[..., str], schema: type[BaseModel], description: str) -> FunctionTool:
-    metadata = ToolMetadata(name=fn.__name__, description=description, fn_schema=schema)
-    return FunctionTool(fn=fn, metadata=metadata)
+class _KorelyTool(FunctionTool):
+    """One memory tool: the engine's definition, the identity from the run."""
 
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        tool: MemoryTool,
+        name: str,
+        identity: Identity | None,
+        max_facts: int | None,
+    ) -> None:
+        self._engine = engine
+        self._tool = tool
+        self._identity = identity
+        self._max_facts = max_facts
 
-def _attempt(
-    refusal: str,
-    write: Callable[[], Fact],
-    done: Callable[[Fact], str],
-    other: dict[str, Any],
-    *,
-    takes: str,
-) -> str:
-    """One tool call: what was written, or ``refusal`` and why, as a sentence for the model.
+        async def run(**arguments: Any) -> ToolOutput:
+            return await self.acall(**arguments)
 
-    ``other`` holds the arguments the model sent beyond the documented ones;
-    any of them (a user, an account) refuses the call before anything is written.
-    """
-    if other:
-        names = ", ".join(sorted(other))
-        return (
-            f"{refusal}: this tool takes only {takes}, not {names}. "
-            "It always works on the memory of the person in this conversation."
+        # Declared so that agents hand the tool their workflow Context; the model never sees it.
+        run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [
+                inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=Context),
+                inspect.Parameter("arguments", inspect.Parameter.VAR_KEYWORD),
+            ]
         )
-    try:
-        fact = write()
-    except KorelyError as error:
-        return f"{refusal}: {error}"
-    return done(fact)
+        metadata = ToolMetadata(
+            name=name, description=tool.description, fn_schema=_schema(name, tool.arguments)
+        )
+        super().__init__(async_fn=run, metadata=metadata)
+
+    async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
+        """Run the call: the run's context (if any) says whose memory it is."""
+        ctx = kwargs.pop(_CONTEXT, None)
+        memory = await ctx.store.get("memory", default=None) if ctx is not None else None
+        whose = self._whose(memory)
+        if isinstance(whose, ToolResult):
+            return self._output(whose, kwargs)
+        if args:
+            return self._output(self._positional(), kwargs)
+        who, reader = whose
+        result = await asyncio.to_thread(
+            self._tool.run, self._engine, who, kwargs, reader=reader, max_facts=self._max_facts
+        )
+        return self._output(result, kwargs)
+
+    def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
+        """The same call, from synchronous code."""
+        if kwargs.get(_CONTEXT) is not None:
+            output: ToolOutput = asyncio_run(self.acall(*args, **kwargs))
+            return output
+        kwargs.pop(_CONTEXT, None)
+        whose = self._whose(None)
+        if isinstance(whose, ToolResult):
+            return self._output(whose, kwargs)
+        if args:
+            return self._output(self._positional(), kwargs)
+        who, reader = whose
+        result = self._tool.run(self._engine, who, kwargs, reader=reader, max_facts=self._max_facts)
+        return self._output(result, kwargs)
+
+    def _whose(self, memory: BaseMemory | None) -> tuple[Identity, str | None] | ToolResult:
+        """The identity and reader a call writes for, or the refusal when there is none."""
+        blocks = korely_blocks(memory)
+        identities = {block.identity for block in blocks}
+        refusal = self._tool.refusal
+        if self._identity is not None:
+            if identities and identities != {self._identity}:
+                logger.error(
+                    "the %s tool is bound to %s but the run's memory belongs to %s: refused",
+                    self.metadata.name,
+                    self._identity,
+                    ", ".join(sorted(map(str, identities))),
+                )
+                return ToolResult(
+                    f"{refusal}: these memory tools were made for another person than the one "
+                    "this conversation's memory belongs to, so nothing was written.",
+                    ok=False,
+                )
+            reader = next((b.reader for b in blocks if b.identity == self._identity), None)
+            return self._identity, reader
+        if len(identities) == 1:
+            return blocks[0].identity, blocks[0].reader
+        logger.error(
+            "the %s tool found %s korely memory in its run: refused (pass memory=KorelyMemory "
+            "to agent.run, or give korely_tools an identity)",
+            self.metadata.name,
+            "more than one" if identities else "no",
+        )
+        said = "more than one person's memory" if identities else "no memory of a person"
+        return ToolResult(
+            f"{refusal}: this conversation has {said} to write to, so nothing was written.",
+            ok=False,
+        )
+
+    def _positional(self) -> ToolResult:
+        return ToolResult(f"{self._tool.refusal}: this tool takes named arguments only.", ok=False)
+
+    def _output(self, result: ToolResult, arguments: dict[str, Any]) -> ToolOutput:
+        return ToolOutput(
+            content=result.text,
+            tool_name=self.metadata.get_name(),
+            raw_input={"kwargs": arguments},
+            raw_output=result.text,
+            is_error=not result.ok,
+        )
+
+
+def korely_blocks(memory: BaseMemory | None) -> list[KorelyMemoryBlock]:
+    """The korely blocks of a run's memory: its ``KorelyMemory``'s, or a ``Memory``'s."""
+    if isinstance(memory, KorelyMemory):
+        return [memory.korely_block]
+    if isinstance(memory, Memory):
+        return [b for b in memory.memory_blocks if isinstance(b, KorelyMemoryBlock)]
+    return []
+
+
+def _schema(name: str, arguments: tuple[ToolArgument, ...]) -> type[BaseModel]:
+    """The schema the model fills in: the definition's arguments, nothing else."""
+    fields: dict[str, Any] = {}
+    for argument in arguments:
+        if argument.required:
+            fields[argument.name] = (argument.kind, Field(description=argument.description))
+        else:
+            kind: Any = argument.kind if argument.default is not None else argument.kind | None
+            fields[argument.name] = (
+                kind,
+                Field(default=argument.default, description=argument.description),
+            )
+    return create_model(name, **fields)
