@@ -39,10 +39,11 @@ ADAPTERS = {
     "korely_mcp": "integrations/korely-mcp/README.md",
 }
 # Adapters whose README has no reference section yet: it comes with the adapter's own change.
-NO_REFERENCE_YET = {"llama_index.memory.korely"}
+NO_REFERENCE_YET: set[str] = set()
 
 _HEADING = re.compile(r"^(#+) (.*)$")
 _CODE_SPAN = re.compile(r"`([^`]+)`")
+_SIGNATURE = re.compile(r"(?:await )?([A-Za-z_][\w.]*)\(")
 _FIRST_CELL = re.compile(r"^\|\s*`([^`]+)`\s*\|")
 
 
@@ -83,8 +84,10 @@ def headings(text: str) -> list[list[str]]:
 
 
 def documented(text: str) -> set[str]:
-    """The names a section documents: in backticks in its headings, or first in a table row."""
+    """The names a section documents: in backticks in its headings (a signature counts for the
+    name it starts with), or first in a table row."""
     names = {name for heading in headings(text) for name in heading}
+    names |= {m.group(1) for name in list(names) if (m := _SIGNATURE.match(name))}
     for line, prose in _lines_outside_code(text):
         cell = _FIRST_CELL.match(line) if prose else None
         if cell:
