@@ -26,6 +26,7 @@ Rules every tool follows:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -151,6 +152,20 @@ class MemoryTool:
             logger.exception("the %s tool could not reach the memory", self.name)
             return ToolResult(f"{self.refusal}: {UNREACHABLE}.", ok=False)
         return ToolResult(text)
+
+    async def arun(
+        self,
+        engine: MemoryEngine,
+        who: Identity,
+        arguments: Mapping[str, Any],
+        *,
+        reader: str | None = None,
+        max_facts: int | None = None,
+    ) -> ToolResult:
+        """Async twin of ``run``: the same call, in a worker thread."""
+        return await asyncio.to_thread(
+            self.run, engine, who, arguments, reader=reader, max_facts=max_facts
+        )
 
     def _check(self, arguments: Mapping[str, Any]) -> dict[str, Any] | ToolResult:
         known = {a.name for a in self.arguments}
