@@ -22,18 +22,17 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect
 
-from . import _versions
+from . import _database, _versions
 from ._identity import Identity
 from ._render import shortest_fact_line
 from ._schema import (
     ACCOUNT_SPACE,
     UTCDateTime,
-    as_utc,
     fact_counts,
     fact_terms,
     facts,
     memories,
-    parse_sqlite_utc,
+    moment_reader,
     true_account_row,
     true_personal_row,
 )
@@ -85,7 +84,7 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
         "matches": MATCHES,
         "account_space": ACCOUNT_SPACE,
     }
-    if conn.dialect.name == "postgresql":  # one array of words: a plan whatever their number
+    if _database.binds_arrays(conn.dialect):  # one array of words: a plan whatever their number
         params["terms"] = terms
         prepared = _prepared(conn.dialect, 1 if terms else 0)
     else:
@@ -135,8 +134,7 @@ class _Prepared:
 
 @functools.lru_cache(maxsize=4 * (MAX_QUERY_TERMS + 1))
 def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
-    lateral = dialect.name == "postgresql"
-    compiled = _statement(n_terms, lateral).compile(dialect=dialect)
+    compiled = _statement(n_terms, _database.binds_arrays(dialect)).compile(dialect=dialect)
     placeholders: dict[str, Any] = {
         "account": "",
         "agent": "",
@@ -152,8 +150,7 @@ def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
         k: v for k, v in compiled.construct_params(placeholders).items() if k not in placeholders
     }
     order = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
-    moment = parse_sqlite_utc if dialect.name == "sqlite" else as_utc
-    return _Prepared(compiled.string, defaults, order, moment)
+    return _Prepared(compiled.string, defaults, order, moment_reader(dialect))
 
 
 def _best(hits: Any) -> Any:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
@@ -412,10 +412,21 @@ def checkpoint(engine: Engine, url: URL, wait: float) -> bool:
         delay = min(delay * 2, 0.1)
 
 
-def rewrite_tables(engine: Engine, tables: Sequence[sa.Table]) -> None:
-    """PostgreSQL: ``VACUUM FULL`` each table, so deleted rows leave its heap and index pages."""
+def scrub(engine: Engine, url: URL, tables: Sequence[sa.Table], wait: float) -> bool:
+    """Make deleted rows physically gone from ``tables``; True when none is left in their files.
+
+    SQLite zeroes deleted pages already: its write-ahead log is folded in and
+    emptied (``checkpoint``). PostgreSQL keeps deleted rows in dead tuples until
+    ``VACUUM FULL`` rewrites each table and its indexes (locking it meanwhile).
+    """
     if engine.dialect.name != "postgresql":
-        return
+        return checkpoint(engine, url, wait)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         for table in tables:
             conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')
+    return True
+
+
+def binds_arrays(dialect: Dialect) -> bool:
+    """Whether one parameter may hold a list of values (PostgreSQL arrays); else one per value."""
+    return dialect.name == "postgresql"

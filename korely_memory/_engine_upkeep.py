@@ -57,11 +57,9 @@ class UpkeepMethods(EngineCore):
         Returns:
             True when nothing deleted is left in the tables' files.
         """
-        if self.db.dialect.name == "postgresql":
-            _database.rewrite_tables(self.db, list(Base.metadata.sorted_tables))
-            return True
+        tables = list(Base.metadata.sorted_tables)
         with self._serial:
-            return _database.checkpoint(self.db, self.url, self._write_wait)
+            return _database.scrub(self.db, self.url, tables, self._write_wait)
 
     def export_user(self, account: str, user: str) -> _export.UserExport:
         """Everything the memory holds about ``user`` in ``account``: a person's right of access.

@@ -8,6 +8,7 @@ not only the code, refuse a second true row for a key in one namespace.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -52,6 +53,11 @@ def as_utc(moment: dt.datetime) -> dt.datetime:
     if moment.tzinfo is None:
         return moment.replace(tzinfo=dt.timezone.utc)
     return moment.astimezone(dt.timezone.utc)
+
+
+def moment_reader(dialect: Dialect) -> Callable[[Any], dt.datetime]:
+    """How a moment read as driver SQL (bypassing the column type) becomes an aware datetime."""
+    return parse_sqlite_utc if dialect.name == "sqlite" else as_utc
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
