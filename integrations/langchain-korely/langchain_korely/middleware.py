@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,17 +16,15 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
 
-from korely_memory import ContextBlock, InvalidRequest, KorelyError, MemoryEngine, limits
-from langchain_korely._checks import check_tool_names, to_acknowledge
+from korely_memory import ContextBlock, KorelyError, MemoryEngine, limits
+from langchain_korely._checks import check_options, check_tool_names, to_acknowledge
 from langchain_korely._events import watching
 from langchain_korely._identity import IdentityResolver, RunView, identity_from_context
-from langchain_korely._placement import PLACEMENTS, Placement, with_block
+from langchain_korely._placement import Placement, with_block
 from langchain_korely._turns import Turn, TurnKey, Turns, turn_of
 from langchain_korely.tools import KorelyTool, check_tool_prefix, korely_tools
 
 logger = logging.getLogger("langchain_korely")
-
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
@@ -115,26 +112,11 @@ class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
         limits.check_reader(reader)
         limits.check_token_budget(token_budget)
         limits.check_changes(changes)
+        limits.check_max_facts(max_facts)
         check_tool_prefix(tool_prefix)
-        if placement not in PLACEMENTS:
-            raise InvalidRequest(
-                "placement", f"must be 'system' or 'context', not {placement!r:.40}"
-            )
-        if on_error not in ("raise", "continue"):
-            raise InvalidRequest("on_error", f"must be 'raise' or 'continue', not {on_error!r:.40}")
-        if not isinstance(read_only, bool):
-            raise InvalidRequest("read_only", "must be True or False")
-        if cache_marker is not None and not isinstance(cache_marker, Mapping):
-            raise InvalidRequest("cache_marker", "must be a mapping of content block keys")
-        if identity_from is not None and not callable(identity_from):
-            raise InvalidRequest("identity_from", "must be a function of the run")
-        name = (
-            name
-            if name is not None
-            else "KorelyMiddleware" + (f"_{tool_prefix}" * bool(tool_prefix))
+        name = check_options(
+            placement, on_error, read_only, cache_marker, identity_from, name, tool_prefix
         )
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise InvalidRequest("name", "must be 1 to 100 letters, digits, '_' or '-'")
         self.engine = engine
         self.reader = reader
         self.token_budget = token_budget
