@@ -7,6 +7,8 @@
     agent = create_agent(model, middleware=[KorelyMiddleware(MemoryEngine(), reader="support-bot")])
     agent.invoke({"messages": [("user", "Hi")]}, context=Identity("acme", "giulia", "support"))
 
+With `capture=korely_extractor(model)`, facts are also drawn from each finished run.
+
 `KorelyMemory` (for legacy chains) needs the `classic` extra.
 """
 
@@ -14,6 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from langchain_korely.capture import (
+    CaptureStats,
+    ExtractorStats,
+    KorelyExtractor,
+    korely_extractor,
+)
 from langchain_korely.middleware import KorelyMiddleware
 from langchain_korely.tools import (
     KorelyCorrect,
@@ -27,12 +35,16 @@ if TYPE_CHECKING:
     from langchain_korely.memory import KorelyMemory
 
 __all__ = [
+    "CaptureStats",
+    "ExtractorStats",
     "KorelyCorrect",
+    "KorelyExtractor",
     "KorelyForget",
     "KorelyMemory",
     "KorelyMiddleware",
     "KorelyRemember",
     "KorelyTool",
+    "korely_extractor",
     "korely_tools",
 ]
 

@@ -2,12 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from korely_memory import InvalidRequest
 from langchain_korely._events import Watch
+from langchain_korely._placement import PLACEMENTS
 from langchain_korely._turns import Turn
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+def check_options(
+    placement: Any,
+    on_error: Any,
+    read_only: Any,
+    cache_marker: Any,
+    identity_from: Any,
+    name: Any,
+    tool_prefix: str,
+) -> str:
+    """The middleware's name, once its options are checked.
+
+    Raises:
+        InvalidRequest: `field` names the option that is not one the middleware takes.
+    """
+    if placement not in PLACEMENTS:
+        raise InvalidRequest("placement", f"must be 'system' or 'context', not {placement!r:.40}")
+    if on_error not in ("raise", "continue"):
+        raise InvalidRequest("on_error", f"must be 'raise' or 'continue', not {on_error!r:.40}")
+    if not isinstance(read_only, bool):
+        raise InvalidRequest("read_only", "must be True or False")
+    if cache_marker is not None and not isinstance(cache_marker, Mapping):
+        raise InvalidRequest("cache_marker", "must be a mapping of content block keys")
+    if identity_from is not None and not callable(identity_from):
+        raise InvalidRequest("identity_from", "must be a function of the run")
+    name = (
+        name if name is not None else "KorelyMiddleware" + (f"_{tool_prefix}" * bool(tool_prefix))
+    )
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidRequest("name", "must be 1 to 100 letters, digits, '_' or '-'")
+    return name
 
 
 def to_acknowledge(watch: Watch, turn: Turn, middleware: str) -> bool:

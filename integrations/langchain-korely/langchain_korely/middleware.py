@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,20 +16,20 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
 
-from korely_memory import ContextBlock, InvalidRequest, KorelyError, MemoryEngine, limits
-from langchain_korely._checks import check_tool_names, to_acknowledge
+from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, limits
+from korely_memory.capture import Extractor
+from langchain_korely._capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
+from langchain_korely._checks import check_options, check_tool_names, to_acknowledge
 from langchain_korely._events import watching
 from langchain_korely._identity import IdentityResolver, RunView, identity_from_context
-from langchain_korely._placement import PLACEMENTS, Placement, with_block
+from langchain_korely._placement import Placement, with_block
 from langchain_korely._turns import Turn, TurnKey, Turns, turn_of
 from langchain_korely.tools import KorelyTool, check_tool_prefix, korely_tools
 
 logger = logging.getLogger("langchain_korely")
 
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
-
-class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
+class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
     """Gives an agent the identity's memory in its prompt, and the memory tools.
 
     The block (changes since this reader last read, known facts, relevant
@@ -44,6 +43,11 @@ class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
     Changes shown are held, not spent, and acknowledged only once a model call
     with the block in its prompt has answered: a failed call, a retried run or
     an interrupted one tells them again, once.
+
+    With `capture=`, each finished run's user turn is given to
+    `MemoryEngine.capture`, in a background thread by default: the run neither
+    waits for it nor fails because of it. `close()` (or a `with` block) ends
+    the background work; `flush()` waits for it.
 
     Example:
         ```python
@@ -74,6 +78,9 @@ class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
         on_error: str = "raise",
         tool_prefix: str = "",
         name: str | None = None,
+        capture: Extractor | None = None,
+        capture_inline: bool = False,
+        capture_delay: float = DEFAULT_DELAY,
     ) -> None:
         """Configure the middleware.
 
@@ -106,6 +113,16 @@ class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
                 `KorelyMiddleware`.
             name: The middleware's name in the graph; by default `KorelyMiddleware`,
                 followed by `_<tool_prefix>` when there is one.
+            capture: An extractor (`korely_extractor(model)`, or any callable
+                `MemoryEngine.capture` takes): after each run, the run's user turn
+                (user and assistant messages, no tool traffic) is captured with
+                it, with this middleware's `reader` and `max_facts`.
+            capture_inline: Capture before the run returns, instead of in the
+                background. Either way a failed capture is logged and counted,
+                never raised.
+            capture_delay: Seconds a background capture waits before it starts;
+                a run of the same thread that ends meanwhile joins it (one
+                capture, one model call, for both).
 
         Raises:
             InvalidRequest: An argument is not one the middleware takes; `field`
@@ -115,26 +132,12 @@ class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
         limits.check_reader(reader)
         limits.check_token_budget(token_budget)
         limits.check_changes(changes)
+        limits.check_max_facts(max_facts)
         check_tool_prefix(tool_prefix)
-        if placement not in PLACEMENTS:
-            raise InvalidRequest(
-                "placement", f"must be 'system' or 'context', not {placement!r:.40}"
-            )
-        if on_error not in ("raise", "continue"):
-            raise InvalidRequest("on_error", f"must be 'raise' or 'continue', not {on_error!r:.40}")
-        if not isinstance(read_only, bool):
-            raise InvalidRequest("read_only", "must be True or False")
-        if cache_marker is not None and not isinstance(cache_marker, Mapping):
-            raise InvalidRequest("cache_marker", "must be a mapping of content block keys")
-        if identity_from is not None and not callable(identity_from):
-            raise InvalidRequest("identity_from", "must be a function of the run")
-        name = (
-            name
-            if name is not None
-            else "KorelyMiddleware" + (f"_{tool_prefix}" * bool(tool_prefix))
+        check_capture(capture, capture_inline, capture_delay)
+        name = check_options(
+            placement, on_error, read_only, cache_marker, identity_from, name, tool_prefix
         )
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise InvalidRequest("name", "must be 1 to 100 letters, digits, '_' or '-'")
         self.engine = engine
         self.reader = reader
         self.token_budget = token_budget
@@ -157,6 +160,14 @@ class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
         for tool in self.tools:
             tool._written = self._written
         self._turns = Turns()
+        self.max_facts = max_facts
+        self.capture, self.capture_inline = capture, capture_inline
+        self.capture_delay = capture_delay
+        if capture is not None:
+            self._captures = Captures(
+                engine, capture, reader=reader, max_facts=max_facts,
+                inline=capture_inline, delay=capture_delay,
+            )  # fmt: skip
 
     @property
     def name(self) -> str:
@@ -212,17 +223,28 @@ class KorelyMiddleware(AgentMiddleware[AgentState[Any], Any]):
         return response
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """Forget the finished turn's block: nothing of it stays in the process."""
+        """Forget the finished turn's block (nothing of it stays in the process); capture."""
+        finished = self._finished(state, runtime)
+        if finished is not None and self._captures is not None:
+            self._captures.after_run(*finished)
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        """Async twin of `after_agent`."""
+        finished = self._finished(state, runtime)
+        if finished is not None and self._captures is not None:
+            await self._captures.aafter_run(*finished)
+
+    def _finished(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> tuple[Identity, Mapping[str, Any], list[Any]] | None:
         config = var_child_runnable_config.get() or {}
         try:
             who = self.identity_from(RunView(runtime, config, state))
         except KorelyError:  # a run without identity never read a block
-            return
-        self._turns.finished(turn_of(_messages(state), config, who))
-
-    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        """Async twin of `after_agent`."""
-        self.after_agent(state, runtime)
+            return None
+        messages = _messages(state)
+        self._turns.finished(turn_of(messages, config, who))
+        return who, config, messages
 
     def _turn_key(self, request: ModelRequest[Any]) -> TurnKey:
         check_tool_names(self.tools, request.tools, self.name)

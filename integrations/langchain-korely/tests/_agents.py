@@ -43,12 +43,15 @@ class ScriptedChatModel(BaseChatModel):
     received: list[list[BaseMessage]] = Field(default_factory=list)
     failures: int = 0
     """How many calls fail, with a connection error, before the script is followed."""
+    bound: list[Any] = Field(default_factory=list)
+    """The tools offered to the model, each time they were bound."""
 
     @property
     def _llm_type(self) -> str:
         return "scripted"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+        self.bound.append(list(tools))
         return self
 
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
@@ -102,6 +105,12 @@ def scripted(*replies: Reply) -> ScriptedChatModel:
 def calls(name: str, **args: Any) -> AIMessage:
     """A model reply that calls one tool."""
     return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call-{name}"}])
+
+
+def operations(*found: dict[str, Any]) -> AIMessage:
+    """A structured answer to the extraction prompt: the call of the `MemoryOperations` schema."""
+    call = {"name": "MemoryOperations", "args": {"operations": list(found)}, "id": "call-ops"}
+    return AIMessage(content="", tool_calls=[call])
 
 
 def prompt_text(messages: Sequence[BaseMessage]) -> str:

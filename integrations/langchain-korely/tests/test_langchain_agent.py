@@ -340,6 +340,7 @@ async def test_read_only_gives_the_block_to_a_model_without_tool_calling(
         ({"name": "Korely:1"}, "name"),
         ({"cache_marker": "ephemeral"}, "cache_marker"),
         ({"max_facts": -1}, "max_facts"),
+        ({"max_facts": -1, "read_only": True}, "max_facts"),  # checked without tools too
         ({"identity_from": "context"}, "identity_from"),
     ],
 )

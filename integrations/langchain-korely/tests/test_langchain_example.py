@@ -1,4 +1,4 @@
-"""examples/langchain_chatbot.py runs offline and remembers across conversations."""
+"""examples/langchain_chatbot.py runs offline, captures facts and reads them back later."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from korely_memory import Identity, MemoryEngine
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "langchain_chatbot.py"
 CONFTEST = (
@@ -35,15 +37,39 @@ def run_demo(cwd: Path, *args: str, **env: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-def remembers_lisbon(out: list[str]) -> None:
-    second = out.index("--- conversation 2 ---")
-    assert "  [remember] Remembered home-city: Alex lives in Lisbon" in out[:second]
-    assert out[second + 1 :] == ["you> Where do I live?", "bot> You live in Lisbon."]
+# The fact captured in conversation 1 is in the block of conversation 3 (and the desk's); the
+# correction captured in conversation 3 replaces it, and the desk is told it once.
+DEMO = [
+    "--- conversation 1, with the chatbot ---",
+    "you> Hi! I live in Lisbon.",
+    "bot> Nice to meet you! Lisbon is a lovely city.",
+    "  [captured] home-city: Alex lives in Lisbon",
+    "--- conversation 2, with the travel desk ---",
+    "you> Book me a taxi home.",
+    "desk> A taxi to Lisbon is booked.",
+    "--- conversation 3, with the chatbot ---",
+    "you> Where do I live?",
+    "bot> You live in Lisbon.",
+    "you> Actually, I moved to Porto last month.",
+    "bot> Thanks for telling me: Porto it is.",
+    "  [captured] home-city: Alex lives in Porto (replaces: Alex lives in Lisbon)",
+    "--- conversation 4, with the travel desk ---",
+    "you> Book me a taxi home.",
+    "desk> I see that Alex lives in Porto now. A taxi to Porto is booked.",
+    "you> And one for tomorrow morning, please.",
+    "desk> A taxi to Porto is booked.",
+]
 
 
-def test_the_demo_remembers_where_the_user_lives(tmp_path: Path) -> None:
-    remembers_lisbon(run_demo(tmp_path, "--db", str(tmp_path / "chat.db")))
-    assert (tmp_path / "chat.db").is_file()
+def test_the_demo_captures_facts_and_a_correction_told_once(tmp_path: Path) -> None:
+    assert run_demo(tmp_path, "--db", str(tmp_path / "chat.db")) == DEMO
+    engine = MemoryEngine(f"sqlite:///{tmp_path / 'chat.db'}")
+    alex = Identity("demo", "Alex", "terminal-chatbot")
+    lisbon, porto = engine.history(alex, "home-city")
+    # Both read from a conversation excerpt kept as a memory; the correction replaced the fact.
+    assert lisbon.source_memory_id and porto.source_memory_id
+    assert (lisbon.end_cause, lisbon.replaced_by_id) == ("read_from_memory", porto.id)
+    engine.close()
 
 
 def test_the_demo_stays_offline_and_in_memory_whatever_the_environment(tmp_path: Path) -> None:
@@ -52,7 +78,7 @@ def test_the_demo_stays_offline_and_in_memory_whatever_the_environment(tmp_path:
         OPENAI_API_KEY="dummy",
         KORELY_DATABASE_URL=f"sqlite:///{tmp_path / 'from-env.db'}",
     )
-    remembers_lisbon(out)
+    assert out == DEMO
     assert list(tmp_path.iterdir()) == []
 
 
@@ -86,9 +112,10 @@ def test_a_key_without_langchain_openai_falls_back_to_the_scripted_model_with_on
         "(pip install langchain-openai): the scripted model answers."
     ]
     assert "Traceback" not in done.stderr
-    # /new starts a new conversation, where the fact is read back; /quit ends the chat.
+    # /new waits for the capture and starts a new conversation, where the fact is read back;
+    # /quit ends the chat.
     first, second = done.stdout.split("--- new conversation ---")
-    assert "[remember] Remembered home-city: Alex lives in Lisbon" in first
+    assert "[captured] home-city: Alex lives in Lisbon" in first
     assert "bot> You live in Lisbon." in second
     assert "Porto" not in done.stdout
 
@@ -96,7 +123,8 @@ def test_a_key_without_langchain_openai_falls_back_to_the_scripted_model_with_on
 def test_the_chat_remembers_from_one_run_to_the_next(tmp_path: Path) -> None:
     db = str(tmp_path / "chat.db")
     first = run_chat(tmp_path, "I live in Lisbon.\n", "--db", db, OPENAI_API_KEY="")
-    assert "[remember] Remembered home-city: Alex lives in Lisbon" in first.stdout
+    # The capture of the last message is done before the chat ends.
+    assert "[captured] home-city: Alex lives in Lisbon" in first.stdout
     assert "OPENAI_API_KEY" not in first.stderr
     # The end of input ends a chat as /quit does; the next run reads the same database.
     second = run_chat(tmp_path, "Where do I live?\n", "--db", db, OPENAI_API_KEY="")

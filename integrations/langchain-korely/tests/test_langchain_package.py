@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import subprocess
@@ -11,15 +12,27 @@ from pathlib import Path
 from langchain_core.tools import BaseTool
 
 import langchain_korely
-from langchain_korely import KorelyMemory, KorelyMiddleware, KorelyTool, korely_tools
+from langchain_korely import (
+    CaptureStats,
+    ExtractorStats,
+    KorelyMemory,
+    KorelyMiddleware,
+    KorelyTool,
+    korely_extractor,
+    korely_tools,
+)
 
 PUBLIC = [
+    "CaptureStats",
+    "ExtractorStats",
     "KorelyCorrect",
+    "KorelyExtractor",
     "KorelyForget",
     "KorelyMemory",
     "KorelyMiddleware",
     "KorelyRemember",
     "KorelyTool",
+    "korely_extractor",
     "korely_tools",
 ]
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -52,6 +65,9 @@ def test_the_readme_documents_every_argument() -> None:
         "`korely_tools`": list(inspect.signature(korely_tools).parameters),
         "`KorelyTool`": [f for f in KorelyTool.model_fields if f not in BaseTool.model_fields],
         "`KorelyMemory`": list(KorelyMemory.model_fields),
+        "`korely_extractor`": list(inspect.signature(korely_extractor).parameters),
+        "`ExtractorStats`": [f.name for f in dataclasses.fields(ExtractorStats)],
+        "`CaptureStats`": [f.name for f in dataclasses.fields(CaptureStats)],
     }
     for section, names in arguments.items():
         for name in names:

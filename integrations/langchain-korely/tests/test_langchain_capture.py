@@ -1,0 +1,269 @@
+"""Capture in real `create_agent` agents: facts drawn from each run, kept the engine's way.
+
+Both chat models are scripted: the agent's, and the extractor's (structured
+output through a tool call of the engine's schema). The agent, the graph, the
+checkpointer and the engine (SQLite and PostgreSQL) are the real ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langgraph.checkpoint.memory import InMemorySaver
+
+from korely_memory import Identity, InvalidRequest, MemoryEngine
+from korely_memory.capture import extraction_prompt
+from langchain_korely import CaptureStats, KorelyMiddleware, korely_extractor
+
+from ._agents import CHANGED, PROMPT, ScriptedChatModel, ask, calls, operations, scripted
+
+ROME = {"action": "record", "key": "home-city", "content": "Giulia lives in Rome"}
+MILAN = {"action": "replace", "key": "home-city", "content": "Giulia lives in Milan"}
+
+
+class Agents:
+    """Makes agents with a capturing `KorelyMiddleware`; closes every middleware at the end."""
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.engine = engine
+        self.made: list[KorelyMiddleware] = []
+
+    def __call__(
+        self, model: ScriptedChatModel, capture: Any, **options: Any
+    ) -> tuple[Any, KorelyMiddleware]:
+        options.setdefault("reader", "support-bot")
+        checkpointer = InMemorySaver() if options.pop("checkpointer", False) else None
+        middleware = KorelyMiddleware(self.engine, capture=capture, **options)
+        self.made.append(middleware)
+        agent = create_agent(
+            model, system_prompt=PROMPT, middleware=[middleware], checkpointer=checkpointer
+        )
+        return agent, middleware
+
+
+@pytest.fixture
+def agents(engine: MemoryEngine) -> Iterator[Agents]:
+    made = Agents(engine)
+    yield made
+    for middleware in made.made:  # before the engine closes and its database goes
+        assert middleware.close(timeout=30)
+
+
+def excerpt_of(prompt: str) -> list[str]:
+    """The excerpt lines of an extraction prompt."""
+    return prompt.split("Conversation excerpt:\n", 1)[1].splitlines()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("inline", [False, True], ids=["background", "inline"])
+async def test_a_fact_captured_in_one_session_is_in_the_block_of_the_next(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool, inline: bool
+) -> None:
+    chat = scripted("Rome is lovely.", "You live in Rome.")
+    extractor = korely_extractor(scripted(operations(ROME), operations()))
+    agent, middleware = agents(chat, extractor, capture_inline=inline)
+
+    await ask(agent, "I live in Rome.", giulia, use_async, configurable={"thread_id": "monday"})
+    if not inline:
+        assert middleware.flush(timeout=30)
+    (fact,) = engine.get_facts(giulia)
+    assert (fact.key, fact.content) == ("home-city", "Giulia lives in Rome")
+    (memory,) = engine.search_memories(giulia, "Rome")
+    assert fact.source_memory_id == memory.id
+    assert memory.content == "user: I live in Rome.\n\nassistant: Rome is lovely."
+
+    await ask(agent, "Where do I live?", giulia, use_async, configurable={"thread_id": "friday"})
+    assert "- home-city: Giulia lives in Rome" in chat.prompts[1]
+    assert middleware.flush(timeout=30)
+    assert middleware.capture_stats == CaptureStats(captured=2)
+    assert extractor.stats.calls == 2
+
+
+@pytest.mark.asyncio
+async def test_a_correction_is_captured_as_a_replacement_and_told_once_to_other_readers(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, "Where does Giulia live?", reader="billing-bot")
+    chat = scripted("Milan, noted.", "You live in Milan.")
+    agent, middleware = agents(chat, korely_extractor(scripted(operations(MILAN), operations())))
+
+    await ask(agent, "I moved to Milan last week.", giulia, use_async)
+    assert middleware.flush(timeout=30)
+
+    old, new = engine.history(giulia, "home-city")
+    assert (old.content, old.end_cause, old.replaced_by_id) == (
+        "Giulia lives in Rome",
+        "read_from_memory",
+        new.id,
+    )
+    assert new.content == "Giulia lives in Milan" and new.is_current
+    # Another reader, handed Rome before, is told once; the capturing agent was in the
+    # conversation: it is not told its own change.
+    told = engine.get_context(giulia, "Where does Giulia live?", reader="billing-bot")
+    assert [(c.was.content, c.now.content if c.now else None) for c in told.changed] == [
+        ("Giulia lives in Rome", "Giulia lives in Milan")
+    ]
+    assert engine.get_context(giulia, "Where?", reader="billing-bot").changed == ()
+    await ask(agent, "Where do I live?", giulia, use_async)
+    assert CHANGED not in chat.prompts[1]
+    assert "- home-city: Giulia lives in Milan" in chat.prompts[1]
+
+
+@pytest.mark.asyncio
+async def test_account_facts_are_proposed_for_review_never_written(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    shared = {"action": "record", "key": "hours", "content": "Acme opens at 8", "scope": "account"}
+    agent, middleware = agents(
+        scripted("Thanks."), korely_extractor(scripted(operations(shared, ROME)))
+    )
+    await ask(agent, "We open at 8 now, and I live in Rome.", giulia, use_async)
+    assert middleware.flush(timeout=30)
+
+    (proposal,) = engine.proposals("acme")
+    assert (proposal.key, proposal.content) == ("hours", "Acme opens at 8")
+    marco = Identity("acme", "marco", "support-copilot")
+    assert engine.get_facts(marco) == []  # nobody else sees it before an administrator does
+    assert [f.key for f in engine.get_facts(giulia) if f.scope == "user"] == ["home-city"]
+
+
+@pytest.mark.asyncio
+async def test_the_same_excerpt_captured_twice_writes_nothing_the_second_time(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    extraction = scripted(operations(ROME), operations(ROME))
+    agent, middleware = agents(scripted("Noted.", "Noted."), korely_extractor(extraction))
+    for thread in ("one", "two"):  # the same words and answer, in two conversations
+        await ask(agent, "I live in Rome.", giulia, use_async, configurable={"thread_id": thread})
+        assert middleware.flush(timeout=30)
+
+    assert len(extraction.received) == 1  # the engine knew the excerpt: no model call
+    assert len(engine.search_memories(giulia, "Rome")) == 1
+    assert len(engine.history(giulia, "home-city")) == 1
+    assert middleware.capture_stats.captured == 2
+
+
+@pytest.mark.asyncio
+async def test_the_excerpt_is_the_runs_user_turn_without_tool_traffic(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    chat = scripted(
+        "Hello!",
+        calls("remember", key="pet", content="Giulia has a cat"),
+        "I'll remember your cat.",
+    )
+    extraction = scripted(operations(), operations())
+    agent, middleware = agents(chat, korely_extractor(extraction), checkpointer=True)
+    config = {"thread_id": "one"}
+
+    await ask(agent, "Hi", giulia, use_async, configurable=config)
+    assert middleware.flush(timeout=30)
+    await ask(agent, "I have a cat.", giulia, use_async, configurable=config)
+    assert middleware.flush(timeout=30)
+
+    first, second = (m[0].text for m in extraction.received)
+    assert excerpt_of(first) == ["user: Hi", "assistant: Hello!"]
+    # The same thread: only the new turn; the tool call and its result are left out.
+    assert excerpt_of(second) == ["user: I have a cat.", "assistant: I'll remember your cat."]
+    # The extractor is shown the facts as they are, the tool's write included.
+    facts = engine.get_facts(giulia)
+    assert second == extraction_prompt(
+        [("user", "I have a cat."), ("assistant", "I'll remember your cat.")], facts
+    )
+
+
+@pytest.mark.asyncio
+async def test_capture_writes_with_the_middlewares_reader_and_ceiling(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    pet = {"action": "record", "key": "pet", "content": "Giulia has a cat"}
+    agent, middleware = agents(
+        scripted("Noted."), korely_extractor(scripted(operations(MILAN, pet))), max_facts=1
+    )
+    await ask(agent, "I moved to Milan, with my cat.", giulia, use_async)
+    assert middleware.flush(timeout=30)
+    assert [(f.key, f.content) for f in engine.get_facts(giulia)] == [
+        ("home-city", "Giulia lives in Milan")  # the new key is over the ceiling
+    ]
+    # Written as support-bot: support-bot is not told; a reader never handed the fact is not either.
+    assert engine.get_context(giulia, "Where?", reader="support-bot").changed == ()
+
+
+@pytest.mark.asyncio
+async def test_a_read_only_agent_gets_facts_from_capture_alone(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    chat = scripted("Noted.", "You live in Rome.")
+    agent, middleware = agents(
+        chat, korely_extractor(scripted(operations(ROME))), read_only=True, capture_inline=True
+    )
+    assert middleware.tools == []
+    await ask(agent, "I live in Rome.", giulia, use_async)
+    await ask(agent, "Where do I live?", giulia, use_async)
+    assert "- home-city: Giulia lives in Rome" in chat.prompts[1]
+
+
+@pytest.mark.asyncio
+async def test_the_extraction_call_is_not_part_of_the_runs_stream(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    extraction = scripted(operations(ROME), operations())
+    agent, _ = agents(
+        scripted("Noted.", "Noted."), korely_extractor(extraction), capture_inline=True
+    )
+    state = {"messages": [("user", "I live in Rome.")]}
+    config = {"configurable": {"thread_id": "one"}}
+    if use_async:
+        chunks = [
+            c async for c in agent.astream(state, config, context=giulia, stream_mode="messages")
+        ]
+    else:
+        chunks = list(agent.stream(state, config, context=giulia, stream_mode="messages"))
+
+    assert len(extraction.received) == 1 and len(engine.get_facts(giulia)) == 1
+    streamed = [message for message, _ in chunks]
+    assert "".join(m.text for m in streamed) == "Noted."
+    assert len({m.id for m in streamed}) == 1  # the agent's one model call, nothing else
+    assert not any(m.tool_call_chunks for m in streamed)
+
+    # Nor is it among the run's events.
+    state = {"messages": [("user", "I live in Rome, really.")]}
+    events = [e async for e in agent.astream_events(state, config, context=giulia)]
+    assert len(extraction.received) == 2
+    models = {e["run_id"] for e in events if e["event"] == "on_chat_model_start"}
+    assert len(models) == 1 and "korely_capture" not in {e["name"] for e in events}
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"capture": "gpt-4o-mini"}, "capture"),
+        ({"capture": lambda m, f: [], "capture_inline": "yes"}, "capture_inline"),
+        ({"capture_inline": True}, "capture_inline"),  # inline, but nothing to capture with
+        ({"capture": lambda m, f: [], "capture_delay": -1}, "capture_delay"),
+        ({"capture": lambda m, f: [], "capture_delay": True}, "capture_delay"),
+        ({"capture": lambda m, f: [], "capture_delay": "2"}, "capture_delay"),
+        ({"capture": lambda m, f: [], "capture_delay": 86400}, "capture_delay"),
+    ],
+)
+def test_bad_capture_options_are_refused_by_name(
+    engine: MemoryEngine, options: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        KorelyMiddleware(engine, read_only=True, **options)
+    assert refused.value.field == field
+
+
+def test_without_capture_nothing_is_captured_and_there_is_nothing_to_wait_for(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    with KorelyMiddleware(engine) as middleware:
+        agent = create_agent(scripted("Noted."), middleware=[middleware])
+        agent.invoke({"messages": [("user", "I live in Rome.")]}, context=giulia)
+        assert middleware.flush(timeout=0) and middleware.capture_stats == CaptureStats()
+    assert engine.search_memories(giulia, "") == []
