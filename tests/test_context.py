@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory._render import STABLE, render
+from korely_memory._schema import UTCDateTime
 from korely_memory._tokens import TokenCounter
 
 GIULIA = Identity("acme", "giulia", "support-copilot")
@@ -208,7 +209,7 @@ def test_statement_count_does_not_grow_with_facts(engine: MemoryEngine, reader: 
                 "INSERT INTO korely_facts (account, owner, owner_key, agent, key, content, scope, valid_from,"
                 " recorded_at, created_at, modified_at) VALUES ('acme', 'large', 'large', 'bot', :k, :c, 'user',"
                 " :t, :t, :t, :t)"
-            ),
+            ).bindparams(sa.bindparam("t", type_=UTCDateTime())),
             [{"k": f"k{i}", "c": f"fact {i} about invoices", "t": now} for i in range(1000)],
         )
     for who in (small, large):  # warm: marks exist, nothing pending
