@@ -68,16 +68,16 @@ def memories(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
         newest = w.median_ms(lambda: engine.get_context(keeper, None, token_budget=800), sizes.runs)
         shown = engine.get_context(keeper, QUERY, token_budget=800)
     label = f"{sizes.long_memories} memories of {chars:,} characters"
-    table.put("get_context, 40 facts, no memories (in turns with the next)", backend, plain)
-    table.put(f"get_context, 40 facts + {label}, query", backend, long)
-    table.put(f"  ratio (with memories / without), {label}", backend, long / plain, "{:.2f}x")
-    table.put(f"get_context, 40 facts + {label}, no query", backend, newest)
+    table.put("long memories: get_context, 40 facts, no memories, query", backend, plain)
+    table.put(f"long memories: get_context, 40 facts + {label}, query", backend, long)
+    table.put("  ratio (with memories / without)", backend, long / plain, "{:.2f}x")
+    table.put(f"long memories: get_context, 40 facts + {label}, no query", backend, newest)
     table.put(
-        f"  block with {label}: facts / memories shown / tokens",
+        "  the block with a query: facts / memories shown / tokens",
         backend,
         f"{len(shown.facts)} / {len(shown.memories)} / {shown.tokens}",
     )
-    table.put(f"  time to add {label} (add_memory)", backend, added, "{:.1f} s")
+    table.put(f"  time to add the {label} (add_memory)", backend, added, "{:.1f} s")
 
 
 def rss(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
@@ -93,7 +93,7 @@ def rss(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
                 },
             )
         with w.SPAWN.Pool(1) as pool:
-            warmed, end, peak, cached = pool.apply(
+            warmed, half, end, peak, cached = pool.apply(
                 rss_worker, (url, sizes.long_memory_warm, sizes.long_memory_people)
             )
     label = (
@@ -102,21 +102,30 @@ def rss(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
     )
     table.put(label + ": peak RSS (MB)", backend, peak, "{:.0f}")
     table.put(label + ": RSS growth after warm-up (MB)", backend, end - warmed, "{:+.1f}")
-    table.put(label + ": held by the engine's caches at the end (MB)", backend, cached, "{:.1f}")
+    table.put(label + ": RSS growth over the last half (MB)", backend, end - half, "{:+.1f}")
+    table.put(label + ": the engine's caches at the end, of their bound (MB)", backend, cached)
 
 
-def rss_worker(url: str, warm: int, reads: int) -> tuple[float, float, float, float]:
-    """Read each person's block once: (RSS after ``warm`` reads, RSS at the end, peak RSS, bytes
-    in the engine's caches at the end), in MB."""
+def rss_worker(url: str, warm: int, reads: int) -> tuple[float, float, float, float, str]:
+    """Read each person's block once: (RSS after ``warm`` reads, after half the others, at the
+    end, peak RSS) in MB, and what the engine's caches hold at the end of their bound."""
     asked = [QUERY, None, "tickets for the Milan office", "refund of the laptops"]
     with MemoryEngine(url) as engine:
         for i in range(warm):
             engine.get_context(person(f"reader-{i:05d}"), asked[i % 4], token_budget=800)
         gc.collect()
         warmed = w.rss_mb()
+        half = warmed
         for i in range(warm, warm + reads):
             engine.get_context(person(f"reader-{i:05d}"), asked[i % 4], token_budget=800)
+            if i == warm + reads // 2:
+                gc.collect()
+                half = w.rss_mb()
         gc.collect()
         end = w.rss_mb()
-        cached = sum(cache.bytes for cache in list(CACHES)) / 2**20
-    return warmed, end, w.peak_rss_mb(), cached
+        caches = list(CACHES)
+        cached = (
+            f"{sum(c.bytes for c in caches) / 2**20:.1f} of "
+            f"{sum(c.max_bytes for c in caches) / 2**20:.0f}"
+        )
+    return warmed, half, end, w.peak_rss_mb(), cached

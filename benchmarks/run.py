@@ -1,6 +1,6 @@
 """Measure the engine and its peers on the same work, on SQLite and PostgreSQL, and print one table.
 
-    python -m benchmarks            # the full run (about 15 minutes on 2 vCPU)
+    python -m benchmarks            # the full run (about 25 minutes on 2 vCPU)
     python -m benchmarks --smoke    # tiny sizes: only checks that every workload still runs
 
 PostgreSQL is the server at ``--postgres`` (default ``$KORELY_TEST_POSTGRES_URL``,

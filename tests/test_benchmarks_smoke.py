@@ -37,7 +37,7 @@ def test_smoke_run_prints_the_table(postgresql_url: str) -> None:
         "remember",
         "relevance, 200 facts: block hit rate, engine / BM25 over all |",
         "relevance, 200 facts: top 5 hit rate, engine search",
-        "get_context, 40 facts + 5 memories of 16,000 characters, query |",
+        "long memories: get_context, 40 facts + 5 memories of 16,000 characters, query |",
         "each a different person's: RSS growth after warm-up (MB) |",
         "concurrency, 40 facts, budget 800, reads/s, 2 processes: engine |",
     ):
