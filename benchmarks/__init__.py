@@ -1,1 +1,1 @@
-"""Benchmarks of the engine against its peers: ``python -m benchmarks`` (``--smoke`` for tiny sizes)."""
+"""The engine against its peers: ``python -m benchmarks`` (``--smoke``: tiny sizes)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -112,8 +113,8 @@ def items(n: int, seed: int = 7) -> list[Item]:
     out = [Item("home-city", "Giulia lives in Milan and works from the Milan office")]
     for i in range(1, n):
         content = (
-            f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_THINGS)} {rng.choice(_MANNER)}"
-            f" and {rng.choice(_THINGS)} {rng.choice(_MANNER)}"
+            f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_THINGS)} "
+            f"{rng.choice(_MANNER)} and {rng.choice(_THINGS)} {rng.choice(_MANNER)}"
         )
         out.append(Item(f"{rng.choice(_TOPICS)}-{i}", content))
     return out[:n]
@@ -184,7 +185,62 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
         )
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(
-                "SELECT setval(pg_get_serial_sequence('korely_facts', 'id'), max(id)) FROM korely_facts"
+                "SELECT setval(pg_get_serial_sequence('korely_facts', 'id'), max(id)) "
+                "FROM korely_facts"
+            )
+    if engine.db.dialect.name == "postgresql":
+        with engine.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
+
+
+def load_memories(engine: MemoryEngine, owners: dict[str, list[str]], batch: int = 500) -> None:
+    """Insert memories for each owner, with the words the engine indexes them by (as
+    ``add_memory`` writes them), one statement per batch (PostgreSQL: COPY)."""
+    from korely_memory._memories import MAX_TERMS
+    from korely_memory._schema import memories, memory_terms
+
+    now = dt.datetime.now(dt.timezone.utc)
+    rows: list[dict[str, object]] = []
+    terms: list[dict[str, object]] = []
+    with engine.db.begin() as conn:
+        next_id = (conn.execute(sa.select(sa.func.max(memories.c.id))).scalar() or 0) + 1
+        for user, texts in owners.items():
+            for text in texts:
+                said = engine._words(text)
+                rows.append(
+                    {
+                        "id": next_id,
+                        "account": ACCOUNT,
+                        "owner": user,
+                        "owner_key": user,
+                        "agent": AGENT,
+                        "content": text,
+                        "created_at": now + dt.timedelta(microseconds=next_id),
+                        "words": len(said),
+                    }
+                )
+                terms.extend(
+                    {
+                        "account": ACCOUNT,
+                        "agent": AGENT,
+                        "space": user,
+                        "term": term,
+                        "memory_id": next_id,
+                        "tf": n,
+                    }
+                    for term, n in Counter(said).most_common(MAX_TERMS)
+                )
+                next_id += 1
+                if len(rows) >= batch:
+                    _flush(conn, memories, rows)
+                    _flush(conn, memory_terms, terms)
+                    rows, terms = [], []
+        _flush(conn, memories, rows)
+        _flush(conn, memory_terms, terms)
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(
+                "SELECT setval(pg_get_serial_sequence('korely_memories', 'id'), max(id)) "
+                "FROM korely_memories"
             )
     if engine.db.dialect.name == "postgresql":
         with engine.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

@@ -12,7 +12,9 @@ storage and search, not tokenizers.
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,7 +25,25 @@ from korely_memory._words import Words
 from .data import SINCE, Item
 
 NAMESPACE = ("acme", "giulia", "support-copilot")
-_BM25 = Lexical(Words())  # the same relevance as the engine's: the peers differ in storage only
+
+
+class WholeLexical(Lexical):
+    """The engine's BM25 (same words, same scores), keeping the word counts of every text it
+    saw: the engine bounds that cache in bytes, which at 10,000 facts would have the peers stem
+    every fact again on every read. The peers pay for storage and scoring, not for that."""
+
+    def __init__(self, words: Words) -> None:
+        super().__init__(words)
+        self._every: dict[str, tuple[int, Counter[str]]] = {}
+
+    def _counted(self, doc: str) -> tuple[int, Counter[str]]:
+        found = self._every.get(doc)
+        if found is None:
+            found = self._every[doc] = super()._counted(doc)
+        return found
+
+
+_BM25 = WholeLexical(Words())  # the same relevance as the engine's: the peers differ in storage
 HEADER = "## Known facts"
 
 
@@ -48,9 +68,10 @@ def _value(item: Item) -> dict[str, str]:
 class LangGraphPeer:
     """A LangGraph ``BaseStore`` holding the facts as items of the person's namespace."""
 
-    def __init__(self, store: Any, count: TokenCounter) -> None:
+    def __init__(self, store: Any, count: TokenCounter, size: int = 0) -> None:
         self.store = store
         self.count = count
+        self.size = size  # how many items the namespace holds: a search returns them all
 
     def load(self, facts: list[Item]) -> None:
         from langgraph.store.base import PutOp
@@ -65,6 +86,18 @@ class LangGraphPeer:
         found = self.store.search(NAMESPACE, limit=self.size)
         return render([item.value for item in found], query, budget, self.count)
 
+    def kept(self, query: str, budget: int) -> list[str]:
+        """The keys of the facts ``read`` keeps."""
+        lines = self.read(query, budget).splitlines()[1:]
+        return [line[2:].split(": ", 1)[0] for line in lines]
+
+    def top(self, query: str, limit: int) -> list[str]:
+        """The keys of the ``limit`` facts most relevant to ``query``: search, then rank."""
+        values = [item.value for item in self.store.search(NAMESPACE, limit=self.size)]
+        scores = _BM25.scores(query, [findable(v["key"], v["content"]) for v in values])
+        order = sorted((i for i in range(len(values)) if scores[i] > 0), key=lambda i: -scores[i])
+        return [values[i]["key"] for i in order[:limit]]
+
 
 @contextlib.contextmanager
 def in_memory(count: TokenCounter) -> Iterator[LangGraphPeer]:
@@ -74,36 +107,70 @@ def in_memory(count: TokenCounter) -> Iterator[LangGraphPeer]:
 
 
 @contextlib.contextmanager
-def sqlite_store(path: str, count: TokenCounter) -> Iterator[LangGraphPeer]:
+def sqlite_store(path: str, count: TokenCounter, *, setup: bool = True) -> Iterator[LangGraphPeer]:
+    """A SqliteStore on the file at ``path`` (``setup``: make its tables)."""
     from langgraph.store.sqlite import SqliteStore
 
     with SqliteStore.from_conn_string(path) as store:
-        store.setup()
+        if setup:
+            store.setup()
         yield LangGraphPeer(store, count)
 
 
 @contextlib.contextmanager
-def postgres_store(libpq_url: str, count: TokenCounter) -> Iterator[LangGraphPeer]:
-    """A PostgresStore in a schema of its own, dropped afterwards."""
+def postgres_schema(libpq_url: str) -> Iterator[str]:
+    """A schema of its own for a PostgresStore, dropped afterwards."""
     import psycopg
-    from langgraph.store.postgres import PostgresStore
 
     schema = f"korely_bench_lg_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(libpq_url, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        with psycopg.connect(
-            libpq_url, autocommit=True, prepare_threshold=0, options=f"-csearch_path={schema}"
-        ) as conn:
-            from psycopg.rows import dict_row
-
-            conn.row_factory = dict_row  # type: ignore[assignment]
-            store = PostgresStore(conn)
-            store.setup()
-            yield LangGraphPeer(store, count)
+        yield schema
     finally:
         with psycopg.connect(libpq_url, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@contextlib.contextmanager
+def postgres_store(
+    libpq_url: str, count: TokenCounter, schema: str | None = None, *, pool: int = 0
+) -> Iterator[LangGraphPeer]:
+    """A PostgresStore in ``schema`` (None: a new one, set up, dropped afterwards), on one
+    connection or on a pool of ``pool`` connections."""
+    from langgraph.store.postgres import PostgresStore
+
+    if schema is None:
+        with (
+            postgres_schema(libpq_url) as made,
+            postgres_store(libpq_url, count, made, pool=pool) as peer,
+        ):
+            peer.store.setup()
+            yield peer
+        return
+    options = f"-csearch_path={schema}"
+    if pool:
+        config = {"min_size": pool, "max_size": pool, "kwargs": {"options": options}}
+        with PostgresStore.from_conn_string(libpq_url, pool_config=config) as store:  # type: ignore[arg-type]
+            yield LangGraphPeer(store, count)
+        return
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(
+        libpq_url, autocommit=True, prepare_threshold=0, options=options, row_factory=dict_row
+    ) as conn:
+        yield LangGraphPeer(PostgresStore(conn), count)
+
+
+def store_for(
+    backend: str, workdir: str, libpq_url: str
+) -> contextlib.AbstractContextManager[LangGraphPeer]:
+    """The LangGraph store the engine is compared with on ``backend``, empty."""
+    if backend == "sqlite":
+        path = os.path.join(workdir, f"langgraph-{uuid.uuid4().hex[:8]}.db")
+        return sqlite_store(path, TokenCounter())
+    return postgres_store(libpq_url, TokenCounter())
 
 
 class LlamaIndexPeer:

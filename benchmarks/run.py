@@ -1,6 +1,6 @@
 """Measure the engine and its peers on the same work, on SQLite and PostgreSQL, and print one table.
 
-    python -m benchmarks            # the full run (about 15 minutes on 2 vCPU)
+    python -m benchmarks            # the full run (about 25 minutes on 2 vCPU)
     python -m benchmarks --smoke    # tiny sizes: only checks that every workload still runs
 
 PostgreSQL is the server at ``--postgres`` (default ``$KORELY_TEST_POSTGRES_URL``,
@@ -12,141 +12,44 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import platform
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
-import sqlalchemy as sa
-
-from korely_memory import MemoryEngine
+from korely_memory import Identity, MemoryEngine
 from korely_memory._tokens import TokenCounter
 
-from . import peers
+from . import concurrency, long_memories, peers, relevance
 from . import workloads as w
+from .base import PEER, SMOKE, Databases, Sizes, Table, in_turns
 from .data import QUERY, items, load, others, person
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BACKENDS = ("sqlite", "postgresql")
-PEER = "LangGraph SqliteStore / PostgresStore"
-
-
-@dataclass(frozen=True)
-class Sizes:
-    facts: tuple[int, ...] = (40, 1_000, 10_000)
-    budgets: tuple[int, ...] = (800, 4_000)
-    runs: int = 200
-    peer_runs: int = 30
-    other_owners: int = 100_000
-    big_owner: int = 100_000
-    remember: int = 2_000
-    told_readers: int = 8
-    told_writers: int = 2
-    told_seconds: float = 10.0
-    memory_reads: int = 10_000
-    memory_warm: int = 1_000
-
-
-SMOKE = Sizes(
-    facts=(40, 200),
-    budgets=(800,),
-    runs=3,
-    peer_runs=2,
-    other_owners=200,
-    big_owner=400,
-    remember=20,
-    told_readers=2,
-    told_writers=1,
-    told_seconds=0.5,
-    memory_reads=50,
-    memory_warm=10,
-)
-
-
-@dataclass
-class Table:
-    rows: list[tuple[str, dict[str, str]]] = field(default_factory=list)
-    figures: dict[tuple[str, str], float] = field(default_factory=dict)
-
-    def put(self, label: str, backend: str, value: float | str, fmt: str = "{:.2f}") -> None:
-        if isinstance(value, float | int):
-            self.figures[(label, backend)] = float(value)
-            text = fmt.format(value)
-        else:
-            text = value
-        for name, cells in self.rows:
-            if name == label:
-                cells[backend] = text
-                return
-        self.rows.append((label, {backend: text}))
-
-    def get(self, label: str, backend: str) -> float | None:
-        return self.figures.get((label, backend))
-
-    def markdown(self) -> str:
-        out = ["| workload | SQLite | PostgreSQL |", "|---|---:|---:|"]
-        out += [
-            f"| {name} | {cells.get('sqlite', '–')} | {cells.get('postgresql', '–')} |"
-            for name, cells in self.rows
-        ]
-        return "\n".join(out)
-
-
-class Databases:
-    """Fresh, empty databases: a SQLite file, or a PostgreSQL schema dropped afterwards."""
-
-    def __init__(self, postgres: str, workdir: str) -> None:
-        self.postgres = sa.make_url(postgres)
-        self.workdir = workdir
-        self.unavailable: str | None = None
-        try:
-            probe = sa.create_engine(self.postgres, connect_args={"connect_timeout": 3})
-            with probe.connect() as conn:
-                conn.exec_driver_sql("SELECT 1")
-            probe.dispose()
-        except Exception as exc:  # any failure means no PostgreSQL for this run
-            self.unavailable = f"PostgreSQL not reachable: {exc.__class__.__name__}"
-
-    @contextlib.contextmanager
-    def fresh(self, backend: str) -> Iterator[str]:
-        name = f"korely_bench_{uuid.uuid4().hex[:10]}"
-        if backend == "sqlite":
-            yield f"sqlite:///{os.path.join(self.workdir, name)}.db"
-            return
-        admin = sa.create_engine(self.postgres, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
-        try:
-            yield self.postgres.update_query_dict(
-                {"options": f"-csearch_path={name}"}
-            ).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP SCHEMA "{name}" CASCADE')
-            admin.dispose()
-
-    def libpq(self) -> str:
-        return self.postgres.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def reads(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
-    """Workload 1: get_context by number of facts and budget, without and with a reader; and the peers."""
+    """Workload 1: get_context by number of facts and budget, without and with a reader; and the
+    peers."""
     for n in sizes.facts:
         with dbs.fresh(backend) as url, MemoryEngine(url) as engine:
             load(engine, {"giulia": items(n)})
             who = person()
             for budget in sizes.budgets:
                 plain = w.median_ms(
-                    lambda: engine.get_context(who, QUERY, token_budget=budget), sizes.runs
+                    functools.partial(engine.get_context, who, QUERY, token_budget=budget),
+                    sizes.runs,
                 )
                 table.put(f"get_context, {n:,} facts, budget {budget}", backend, plain)
-                read = lambda: engine.get_context(who, QUERY, token_budget=budget, reader=w.READER)  # noqa: E731
+                read = functools.partial(
+                    engine.get_context, who, QUERY, token_budget=budget, reader=w.READER
+                )
                 marked = w.median_ms(read, sizes.runs)
                 table.put(
                     f"get_context, {n:,} facts, budget {budget}, reader (steady)", backend, marked
@@ -209,20 +112,28 @@ def peer_reads(
 
 
 def flat(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
-    """Workload 2: the cost of a read does not grow with other people's data, nor with one's own past the budget.
+    """Workload 2: the cost of a read does not grow with other people's data, nor with one's own
+    past the budget.
 
     The two databases compared are read in turns, batch after batch, so that
     whatever else the machine does weighs on both alike.
     """
     budget = sizes.budgets[0]
-    read = lambda engine, who: lambda: engine.get_context(who, QUERY, token_budget=budget)  # noqa: E731
-    with dbs.fresh(backend) as alone_url, dbs.fresh(backend) as crowd_url:
-        with MemoryEngine(alone_url) as alone, MemoryEngine(crowd_url) as crowd:
-            load(alone, {"giulia": items(40)})
-            t = time.perf_counter()
-            load(crowd, {"giulia": items(40), **others(sizes.other_owners)})
-            loaded = time.perf_counter() - t
-            a, c = in_turns(read(alone, person()), read(crowd, person()), sizes.runs)
+
+    def read(engine: MemoryEngine, who: Identity) -> Callable[[], object]:
+        return functools.partial(engine.get_context, who, QUERY, token_budget=budget)
+
+    with (
+        dbs.fresh(backend) as alone_url,
+        dbs.fresh(backend) as crowd_url,
+        MemoryEngine(alone_url) as alone,
+        MemoryEngine(crowd_url) as crowd,
+    ):
+        load(alone, {"giulia": items(40)})
+        t = time.perf_counter()
+        load(crowd, {"giulia": items(40), **others(sizes.other_owners)})
+        loaded = time.perf_counter() - t
+        a, c = in_turns(read(alone, person()), read(crowd, person()), sizes.runs)
     table.put("40 facts, database alone", backend, a)
     table.put(f"40 facts, with {sizes.other_owners:,} other people x 10 facts", backend, c)
     table.put("  ratio (crowded / alone)", backend, c / a, "{:.2f}x")
@@ -235,18 +146,6 @@ def flat(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
     table.put("1,000 facts of one person", backend, small)
     table.put(f"{sizes.big_owner:,} facts of one person", backend, big)
     table.put(f"  ratio ({sizes.big_owner:,} / 1,000)", backend, big / small, "{:.2f}x")
-
-
-def in_turns(
-    first: Callable[[], object], second: Callable[[], object], runs: int
-) -> tuple[float, float]:
-    """Medians of two reads measured in alternating batches."""
-    a: list[float] = []
-    b: list[float] = []
-    for _ in range(5):
-        a.append(w.median_ms(first, max(1, runs // 5), warm=5))
-        b.append(w.median_ms(second, max(1, runs // 5), warm=5))
-    return statistics.median(a), statistics.median(b)
 
 
 def writes(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
@@ -265,7 +164,10 @@ def told(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
     with dbs.fresh(backend) as url:
         MemoryEngine(url).close()
         r = w.told_once(url, sizes.told_readers, sizes.told_writers, sizes.told_seconds)
-    label = f"told once: {sizes.told_readers} readers, {sizes.told_writers} writers, {sizes.told_seconds:g} s"
+    label = (
+        f"told once: {sizes.told_readers} readers, {sizes.told_writers} writers, "
+        f"{sizes.told_seconds:g} s"
+    )
     table.put(label + ": corrections", backend, str(r.corrections))
     table.put(
         label + ": changes told (during / by the final read)", backend, f"{r.told} / {r.told_after}"
@@ -288,9 +190,19 @@ def memory(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
     label = f"process serving {sizes.memory_reads:,} reads"
     table.put(label + ": peak RSS (MB)", backend, peak, "{:.0f}")
     table.put(label + ": RSS growth after warm-up (MB)", backend, end - warmed, "{:+.1f}")
+    long_memories.rss(table, dbs, backend, sizes)
 
 
-WORKLOADS = {"reads": reads, "flat": flat, "writes": writes, "told": told, "memory": memory}
+WORKLOADS = {
+    "reads": reads,
+    "flat": flat,
+    "writes": writes,
+    "told": told,
+    "memory": memory,
+    "relevance": relevance.relevance,
+    "memories": long_memories.memories,
+    "concurrency": concurrency.concurrency,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,6 +242,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def machine() -> str:
     return (
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, "
-        f"medians in ms unless said otherwise"
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"{os.cpu_count()} CPUs, medians in ms unless said otherwise"
     )

@@ -1,4 +1,5 @@
-"""The engine's workloads: reads by size, writes, told-once under load, memory of a long-lived process.
+"""The engine's workloads: reads by size, writes, told-once under load, memory of a long-lived
+process.
 
 Workers that run in processes of their own are plain top-level functions, so
 the ``spawn`` start method can import them; each opens its own engine.
@@ -78,7 +79,8 @@ def remember_worker(url: str, user: str, n: int, start: Any) -> float:
 
 
 def remember_rates(url: str, processes: int, n: int) -> list[float]:
-    """Facts per second of each of ``processes`` processes writing at once, each for its own person."""
+    """Facts per second of each of ``processes`` processes writing at once, each for its own
+    person."""
     if processes == 1:  # in a process of its own, as an application would be
         with SPAWN.Pool(1) as pool:
             return [pool.apply(remember_worker, (url, "writer-0", n, None))]
@@ -95,7 +97,8 @@ def remember_rates(url: str, processes: int, n: int) -> list[float]:
 
 
 def reader_worker(url: str, stop: Any, ready: Any) -> tuple[list[int], list[float], int]:
-    """Read under one reader name until told to stop: what it was told, each read's time, give-ways."""
+    """Read under one reader name until told to stop: what it was told, each read's time,
+    give-ways."""
     told: list[int] = []
     times: list[float] = []
     gave_way = 0
@@ -141,7 +144,8 @@ class ToldOnce:
 
 
 def told_once(url: str, readers: int, writers: int, seconds: float, facts: int = 40) -> ToldOnce:
-    """``readers`` processes read under one reader name while ``writers`` correct the facts they read."""
+    """``readers`` processes read under one reader name while ``writers`` correct the facts they
+    read."""
     who = person()
     with MemoryEngine(url) as engine:
         for f in items(facts):
@@ -201,7 +205,8 @@ def rss_mb() -> float:
 
 
 def _status_mb(field: str) -> float:
-    """A figure of /proc/self/status, such as the peak resident size (VmHWM), which is this process's own."""
+    """A figure of /proc/self/status, such as the peak resident size (VmHWM), which is this
+    process's own."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -209,8 +214,14 @@ def _status_mb(field: str) -> float:
     return float("nan")
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident size."""
+    return _status_mb("VmHWM")
+
+
 def memory_worker(url: str, reads: int, warm: int) -> tuple[float, float, float]:
-    """Serve ``reads`` reads after ``warm`` ones: (RSS after warm-up, RSS at the end, peak RSS) in MB."""
+    """Serve ``reads`` reads after ``warm`` ones: (RSS after warm-up, RSS at the end, peak RSS),
+    in MB."""
     who = person("memory")
     queries = [QUERY, "invoices on paper", "Milan office", None]
     with MemoryEngine(url) as engine:
@@ -223,7 +234,7 @@ def memory_worker(url: str, reads: int, warm: int) -> tuple[float, float, float]
             engine.get_context(who, queries[i % 4], reader=READER)
         gc.collect()
         end = rss_mb()
-    return warmed, end, _status_mb("VmHWM")
+    return warmed, end, peak_rss_mb()
 
 
 def memory_profile(url: str, reads: int, warm: int) -> tuple[float, float, float]:

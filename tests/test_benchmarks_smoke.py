@@ -6,6 +6,7 @@ No test here asserts a time: the figures are for the README, measured by a full 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,13 @@ def test_smoke_run_prints_the_table(postgresql_url: str) -> None:
         "LangGraph SqliteStore / PostgresStore",
         "told once",
         "remember",
+        "relevance, 200 facts: block hit rate, engine / BM25 over all |",
+        "relevance, 200 facts: top 5 hit rate, engine search",
+        "long memories: get_context, 40 facts + 5 memories of 16,000 characters, query |",
+        "each a different person's: RSS growth after warm-up (MB) |",
+        "concurrency, 40 facts, budget 800, reads/s, 2 processes: engine |",
     ):
         assert row in table, f"{row!r} missing from the table:\n{table}"
     assert "PostgreSQL skipped" not in done.stderr
+    figures = [line.split(" | ", 1)[1] for line in table.splitlines() if line.startswith("| ")]
+    assert not [f for f in figures if re.search(r"\bnan", f)], f"a figure is missing:\n{table}"
