@@ -119,7 +119,7 @@ def common(command: F) -> F:
 @click.group("korely", cls=KorelyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", envvar=ENV, show_envvar=True, help=URL_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-@click.version_option(package_name="korely-memory", prog_name="korely")
+@click.version_option(package_name="korely-memory-engine", prog_name="korely")
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, as_json: bool) -> None:
     """See and change what the memory holds, and keep it in shape.
