@@ -2,8 +2,10 @@
 
 A block shows what fits its budget, so it never needs every fact. One
 statement returns: the newest true facts (by index, a page larger than the most
-that could fit), the facts that match the most words of the query (from the
-word index, reading at most ``PER_TERM`` postings per word), and how many true
+that could fit), the facts that match the query best (from the word index:
+every posting of a rare word, held by at most ``RARE`` facts, and the newest
+``PER_TERM`` of a common one; each word weighs the less the more facts hold
+it, so a name outweighs "city"), and how many true
 facts there are in all (a kept count, not a count of rows). When the page holds
 every fact, the block is chosen from all of them exactly as before; otherwise
 from that short list, re-ranked by relevance in Python. The words are looked
@@ -41,7 +43,8 @@ from ._types import Fact
 from ._words import Words
 
 MAX_QUERY_TERMS = 12  # words of a query looked up in the index
-PER_TERM = 100  # postings read per word and space, newest first
+PER_TERM = 100  # postings read per common word and space, newest first
+RARE = 300  # a word held by at most this many facts (of a space) is read whole: it tells the most
 MATCHES = 40  # facts taken from them: those matching the most words
 NO_LIMIT = 2**31 - 1
 
@@ -81,6 +84,7 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
         "owner": _versions.owner_key(who.user),
         "page": NO_LIMIT if page is None else page + 1,
         "per_term": PER_TERM,
+        "rare": RARE,
         "matches": MATCHES,
         "account_space": ACCOUNT_SPACE,
     }
@@ -141,6 +145,7 @@ def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
         "owner": "",
         "page": 0,
         "per_term": 0,
+        "rare": 0,
         "matches": 0,
         "account_space": "",
         "terms": [],
@@ -154,13 +159,38 @@ def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
 
 
 def _best(hits: Any) -> Any:
-    """The facts that match the most words of the query, newest first among equals."""
+    """The facts that match the query best, newest first among equals.
+
+    Each word counts for more the fewer facts hold it (``df``, counted up to
+    ``RARE + 1``), so that a rare word (a name, an order number) outweighs
+    common ones, as in BM25.
+    """
+    weighted = sa.select(hits.c.fact_id, (sa.literal(1.0) / hits.c.df).label("weight")).subquery()
     return (
-        sa.select(hits.c.fact_id)
-        .group_by(hits.c.fact_id)
-        .order_by(sa.func.count().desc(), hits.c.fact_id.desc())
+        sa.select(weighted.c.fact_id)
+        .group_by(weighted.c.fact_id)
+        .order_by(sa.func.sum(weighted.c.weight).desc(), weighted.c.fact_id.desc())
         .limit(sa.bindparam("matches"))
         .subquery()
+    )
+
+
+def _held(where: list[Any], correlated: tuple[Any, ...] = ()) -> Any:
+    """How many facts hold a word, counted up to ``rare + 1``.
+
+    ``correlated``: the enclosing query's FROM items that ``where`` refers to.
+    """
+    counted = sa.select(fact_terms.c.fact_id).where(*where).limit(sa.bindparam("rare") + 1)
+    if correlated:
+        counted = counted.correlate(*correlated)
+    return sa.select(sa.func.count()).select_from(counted.subquery()).scalar_subquery()
+
+
+def _to_read(held: Any) -> Any:
+    """How many of a word's postings to read, newest first: all of a rare word's, the newest
+    ``per_term`` of a common one's."""
+    return sa.case(
+        (held <= sa.bindparam("rare"), sa.bindparam("rare")), else_=sa.bindparam("per_term")
     )
 
 
@@ -252,22 +282,27 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
             .table_valued("space")
             .render_derived(name="spaces")
         )
+        where = [
+            fact_terms.c.account == account,
+            fact_terms.c.agent == agent,
+            fact_terms.c.space == spaces.c.space,
+            fact_terms.c.term == said.c.term,
+        ]
+        held = _held(where, correlated=(said, spaces))
+        counted = sa.select(held.label("n")).subquery("counted")
+        df = sa.select(counted.c.n, _to_read(counted.c.n).label("read")).lateral("df")
         found = (
             sa.select(fact_terms.c.fact_id)
-            .where(
-                fact_terms.c.account == account,
-                fact_terms.c.agent == agent,
-                fact_terms.c.space == spaces.c.space,
-                fact_terms.c.term == said.c.term,
-            )
+            .where(*where)
             .order_by(fact_terms.c.fact_id.desc())
-            .limit(sa.bindparam("per_term"))
+            .limit(sa.literal_column("df.read"))  # the lateral's own column: how many to read
             .lateral("found")
         )
         hits = (
-            sa.select(found.c.fact_id)
+            sa.select(found.c.fact_id, said.c.term, df.c.n.label("df"))
             .select_from(said)
             .join(spaces, sa.true())
+            .join(df, sa.true())
             .join(found, sa.true())
             .where(sa.or_(own_n >= sa.bindparam("page"), shared_n >= sa.bindparam("page")))
             .subquery()
@@ -277,21 +312,23 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
         lookups = []
         for i in range(n_terms):
             for space in ("owner", "account_space"):
+                where = [
+                    sa.exists(sa.select(gate.c.go)),
+                    fact_terms.c.account == account,
+                    fact_terms.c.agent == agent,
+                    fact_terms.c.space == sa.bindparam(space),
+                    fact_terms.c.term == sa.bindparam(f"t{i}"),
+                ]
+                held = _held(where)
+                postings = (
+                    sa.select(fact_terms.c.fact_id)
+                    .where(*where)
+                    .order_by(fact_terms.c.fact_id.desc())
+                    .limit(_to_read(held))
+                    .subquery()
+                )
                 lookups.append(
-                    sa.select(
-                        sa.select(fact_terms.c.fact_id)
-                        .where(
-                            sa.exists(sa.select(gate.c.go)),
-                            fact_terms.c.account == account,
-                            fact_terms.c.agent == agent,
-                            fact_terms.c.space == sa.bindparam(space),
-                            fact_terms.c.term == sa.bindparam(f"t{i}"),
-                        )
-                        .order_by(fact_terms.c.fact_id.desc())
-                        .limit(sa.bindparam("per_term"))
-                        .subquery()
-                        .c.fact_id
-                    )
+                    sa.select(postings.c.fact_id, sa.literal(i).label("term"), held.label("df"))
                 )
         matching = _best(sa.union_all(*lookups).subquery())
     if n_terms:

@@ -28,6 +28,15 @@ def test_other_word_forms_find_the_fact_among_many(engine: MemoryEngine) -> None
         assert "home-city" in {f.key for f in block.facts}, query
 
 
+def test_a_rare_word_outweighs_a_common_one_held_by_newer_facts(engine: MemoryEngine) -> None:
+    engine.remember(GIULIA, "daniele-city", "Daniele lives in Turin")
+    for i in range(250):  # newer, each holding the common word of the query
+        engine.remember(GIULIA, f"contact-{i}", f"Contact {i} lives in district {i}")
+    block = engine.get_context(GIULIA, "Where does Daniele live?", token_budget=300)
+    assert block.omitted > 0  # chosen from the word index, not from every fact
+    assert "daniele-city" in {f.key for f in block.facts}
+
+
 def test_the_block_says_how_many_facts_it_left_out(engine: MemoryEngine) -> None:
     crowd(engine)
     block = engine.get_context(GIULIA, "Where do I live?", token_budget=800)
