@@ -318,9 +318,12 @@ _Self = TypeVar("_Self", bound="CaptureControls")
 
 
 class CaptureControls:
-    """An adapter object's hold on its background captures: stats, `flush`, `close`, `with`."""
+    """An adapter object's hold on its background captures: stats, `flush`, `close`, `with`.
 
-    _captures: Captures | None = None
+    The object sets `_captures` (None without capture) when it is made.
+    """
+
+    _captures: Captures | None
 
     @property
     def capture_stats(self) -> CaptureStats:

@@ -164,6 +164,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         self.max_facts = max_facts
         self.capture, self.capture_inline = capture, capture_inline
         self.capture_delay = capture_delay
+        self._captures = None
         if capture is not None:
             self._captures = Captures(
                 engine, capture, reader=reader, max_facts=max_facts,
