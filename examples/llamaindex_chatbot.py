@@ -3,7 +3,10 @@
     python examples/llamaindex_chatbot.py --demo     # a fixed script, offline, nothing kept
     python examples/llamaindex_chatbot.py            # chat; /new: new conversation, /quit: end
 
-Run the chat again and it still knows you. With ``OPENAI_API_KEY`` set and
+Run the chat again and it still knows you. The demo's third conversation is
+with a plain ``SimpleChatEngine``, no tools: its facts are captured, a second
+model reading each finished turn (``korely_extractor``), and the fourth
+conversation, back with the agent, knows them. With ``OPENAI_API_KEY`` set and
 ``pip install llama-index-llms-openai``, the agent runs on OpenAI. Otherwise (a
 key without the package is told in one line), and always with ``--demo``, a
 small scripted model stands in, so the demo is the same on every machine and
@@ -24,11 +27,12 @@ from typing import Any
 
 from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
+from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import LLM
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
 from korely_memory import Identity, MemoryEngine
-from llama_index.memory.korely import KorelyMemory, korely_tools
+from llama_index.memory.korely import KorelyMemory, korely_extractor, korely_tools
 
 SYSTEM_PROMPT = (
     "You are a friendly assistant. When the user tells you something about themselves that will "
@@ -39,6 +43,8 @@ DEMO = [
     ["Hi! I live in Rome."],
     ["Where do I live?"],
 ]
+CAPTURED_DEMO = ["By the way, I moved to Milan last week."]  # a chat engine without tools
+LAST_DEMO = ["Where do I live?"]
 
 
 class OfflineLLM(MockFunctionCallingLLM):
@@ -79,6 +85,45 @@ def _respond(messages: Sequence[ChatMessage], **_: Any) -> ChatMessage:
     )
 
 
+class OfflineChat(MockFunctionCallingLLM):
+    """A stand-in for a chat engine's model: no tools, it answers in words."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.response_generator = _say
+
+
+def _say(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+    answer = _respond(messages, **kwargs)
+    return answer if answer.content else ChatMessage(role="assistant", content="Noted.")
+
+
+class OfflineExtractor(MockFunctionCallingLLM):
+    """A stand-in for the capture's model: reads "I live in X" / "I moved to X" in the excerpt."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.response_generator = _extract
+
+
+def _extract(messages: Sequence[ChatMessage], **_: Any) -> ChatMessage:
+    excerpt = (messages[-1].content or "").split("Conversation excerpt:\n", 1)[-1]
+    moved = re.search(
+        r"^user: .*\bI (?:live in|moved to) ([A-Z][\w'-]*)", excerpt, re.IGNORECASE | re.MULTILINE
+    )
+    operations = []
+    if moved:  # "record" on a key kept already replaces its fact
+        content = f"The user lives in {moved.group(1)}"
+        operations.append({"action": "record", "key": "home-city", "content": content})
+    # The answer structured_predict asks a function-calling model for: a call of the schema.
+    call = ToolCallBlock(
+        tool_call_id="call-capture",
+        tool_name="MemoryOperations",
+        tool_kwargs={"operations": operations},
+    )
+    return ChatMessage(role="assistant", blocks=[call])
+
+
 def make_llm(demo: bool) -> LLM:
     """The offline stand-in for the demo or without ``OPENAI_API_KEY``; OpenAI otherwise."""
     # The demo is the same on every machine: never a real model, even with a key set.
@@ -96,12 +141,20 @@ def make_llm(demo: bool) -> LLM:
     return OfflineLLM()
 
 
-def conversation(engine: MemoryEngine, who: Identity) -> KorelyMemory:
+def conversation(engine: MemoryEngine, who: Identity, **capture: Any) -> KorelyMemory:
     """A fresh short-term memory; the facts kept from earlier conversations come with it.
 
     The memory goes to every ``agent.run``: an agent keeps none of its own between runs.
+    With ``capture=``, each finished turn is captured in the background.
     """
-    return KorelyMemory.from_defaults(engine, who, reader="chatbot")
+    return KorelyMemory.from_defaults(engine, who, reader="chatbot", **capture)
+
+
+def print_captured(engine: MemoryEngine, who: Identity) -> None:
+    """The facts read from a conversation (capture's), not those the agent's tools kept."""
+    for fact in engine.get_facts(who):
+        if fact.source_memory_id is not None:
+            print(f"  [captured] {fact.key}: {fact.content}")
 
 
 async def turn(agent: FunctionAgent, memory: KorelyMemory, text: str) -> None:
@@ -144,7 +197,7 @@ def open_engine(db: str | None, demo: bool) -> MemoryEngine:
 async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--demo", action="store_true", help="run a fixed script of two conversations, offline"
+        "--demo", action="store_true", help="run a fixed script of four conversations, offline"
     )
     parser.add_argument(
         "--db",
@@ -170,6 +223,22 @@ async def main(argv: Sequence[str] | None = None) -> None:
             for text in script:
                 print(f"you: {text}")
                 await turn(agent, memory, text)
+
+        print("--- conversation 3 (a chat engine without tools; its turns are captured)")
+        extractor = korely_extractor(OfflineExtractor())
+        with conversation(engine, who, capture=extractor) as memory:
+            chat_engine = SimpleChatEngine.from_defaults(llm=OfflineChat(), memory=memory)
+            for text in CAPTURED_DEMO:
+                print(f"you: {text}")
+                print(f"bot: {await chat_engine.achat(text)}")
+            await asyncio.to_thread(memory.flush)  # only to show it: a chat does not wait
+        print_captured(engine, who)
+
+        print("--- conversation 4")
+        memory = conversation(engine, who)
+        for text in LAST_DEMO:
+            print(f"you: {text}")
+            await turn(agent, memory, text)
 
 
 if __name__ == "__main__":

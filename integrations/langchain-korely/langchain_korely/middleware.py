@@ -17,8 +17,9 @@ from langgraph.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
 
 from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, limits
+from korely_memory._capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
 from korely_memory.capture import Extractor
-from langchain_korely._capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
+from langchain_korely._capturing import run_turn
 from langchain_korely._checks import check_options, check_tool_names, to_acknowledge
 from langchain_korely._events import watching
 from langchain_korely._identity import IdentityResolver, RunView, identity_from_context
@@ -163,6 +164,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         self.max_facts = max_facts
         self.capture, self.capture_inline = capture, capture_inline
         self.capture_delay = capture_delay
+        self._captures = None
         if capture is not None:
             self._captures = Captures(
                 engine, capture, reader=reader, max_facts=max_facts,
@@ -226,13 +228,15 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         """Forget the finished turn's block (nothing of it stays in the process); capture."""
         finished = self._finished(state, runtime)
         if finished is not None and self._captures is not None:
-            self._captures.after_run(*finished)
+            who, config, messages = finished
+            self._captures.finished(who, *run_turn(config, messages))
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
         """Async twin of `after_agent`."""
         finished = self._finished(state, runtime)
         if finished is not None and self._captures is not None:
-            await self._captures.aafter_run(*finished)
+            who, config, messages = finished
+            await self._captures.afinished(who, *run_turn(config, messages))
 
     def _finished(
         self, state: AgentState[Any], runtime: Runtime[Any]

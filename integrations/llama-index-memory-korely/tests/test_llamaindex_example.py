@@ -53,12 +53,20 @@ def test_demo_runs_offline_with_a_key_set_and_leaves_nothing_behind(tmp_path: Pa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_demo_captures_a_correction_from_a_chat_engine_without_tools(tmp_path: Path) -> None:
+    shown = run_demo(tmp_path)
+    captured, last = shown.split("--- conversation 3", 1)[1].split("--- conversation 4")
+    assert "remember(" not in captured  # no tool: the fact was captured
+    assert "[captured] home-city: The user lives in Milan" in captured
+    assert "bot: From what you told me before: The user lives in Milan." in last
+
+
 def test_demo_keeps_its_facts_in_the_db_it_is_given(tmp_path: Path) -> None:
     run_demo(tmp_path, "--db", str(tmp_path / "chatbot.db"))
     assert [p.name for p in tmp_path.iterdir()] == ["chatbot.db"]
     with MemoryEngine(f"sqlite:///{tmp_path / 'chatbot.db'}") as engine:
         [fact] = engine.get_facts(Identity(account="acme", user="giulia", agent="chatbot"))
-    assert (fact.key, fact.content) == ("home-city", "The user lives in Rome")
+    assert (fact.key, fact.content) == ("home-city", "The user lives in Milan")  # captured
 
 
 # The chat, with llama-index-llms-openai out of reach whether or not this environment has it.

@@ -11,12 +11,16 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 def test_public_names_are_pinned() -> None:
     assert korely.__all__ == [
+        "CaptureStats",
+        "ExtractorStats",
+        "KorelyExtractor",
         "KorelyMemory",
         "KorelyMemoryBlock",
         "aerase_chat_sessions",
         "block_room",
         "engine_tokenizer",
         "erase_chat_sessions",
+        "korely_extractor",
         "korely_tools",
     ]
 

@@ -8,21 +8,32 @@
     await agent.run("I moved to Milan", memory=memory)
 
 ``KorelyMemory`` is a ``Memory`` with the korely block inside; ``KorelyMemoryBlock``
-goes into a ``Memory`` of your own; ``korely_tools`` are ``FunctionTool``s.
+goes into a ``Memory`` of your own; ``korely_tools`` are ``FunctionTool``s. With
+``capture=korely_extractor(llm)``, facts are also drawn from each finished turn.
 """
 
 from llama_index.memory.korely._budget import block_room, engine_tokenizer
 from llama_index.memory.korely.block import KorelyMemoryBlock
+from llama_index.memory.korely.capture import (
+    CaptureStats,
+    ExtractorStats,
+    KorelyExtractor,
+    korely_extractor,
+)
 from llama_index.memory.korely.chat_store import aerase_chat_sessions, erase_chat_sessions
 from llama_index.memory.korely.memory import KorelyMemory
 from llama_index.memory.korely.tools import korely_tools
 
 __all__ = [
+    "CaptureStats",
+    "ExtractorStats",
+    "KorelyExtractor",
     "KorelyMemory",
     "KorelyMemoryBlock",
     "aerase_chat_sessions",
     "block_room",
     "engine_tokenizer",
     "erase_chat_sessions",
+    "korely_extractor",
     "korely_tools",
 ]

@@ -16,10 +16,13 @@ from llama_index.core.memory.memory import (
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
 from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine, limits
+from korely_memory._capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
+from korely_memory.capture import Extractor
 from korely_memory.limits import MIN_BUDGET
 
 from ._acknowledge import settle
 from ._budget import DEFAULT_BLOCK_NAME, block_room, engine_tokenizer, frame_cost
+from ._capturing import Said
 from ._layout import PLACEMENTS, Parts, framed, place
 from ._turns import Conversation, last_user_index, text_of
 from .block import DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, shows_something
@@ -31,7 +34,7 @@ _FRAMES = 2  # the stable note and the rest are framed apart
 _FITS = 4  # re-renderings tried before a block that will not fit is left out
 
 
-class KorelyMemory(Memory):
+class KorelyMemory(CaptureControls, Memory):
     """A LlamaIndex ``Memory`` with a :class:`KorelyMemoryBlock` first among its blocks.
 
     Build it with :meth:`from_defaults`, one per conversation, and pass it to every
@@ -45,7 +48,11 @@ class KorelyMemory(Memory):
       ``placement`` says (see ``_layout``), never into the chat history;
     - each read is sized to the room the history and the other blocks leave within
       ``token_limit``, and shows less rather than go over it;
-    - changes shown are held, and spent once an LLM answered a prompt that carried them.
+    - changes shown are held, and spent once an LLM answered a prompt that carried them;
+    - with ``capture=``, each finished turn (a user message, then the answer stored) is
+      given to ``MemoryEngine.capture``, in a background thread by default: the turn
+      neither waits for it nor fails because of it. ``close()`` (or a ``with`` block)
+      ends the background work; ``flush()`` waits for it; ``capture_stats`` counts.
     """
 
     placement: Placement = Field(
@@ -59,6 +66,8 @@ class KorelyMemory(Memory):
 
     _conversation: Conversation = PrivateAttr(default_factory=Conversation)
     _frames: int | None = PrivateAttr(default=None)
+    _captures: Captures | None = PrivateAttr(default=None)
+    _said: Said = PrivateAttr(default_factory=Said)
 
     @classmethod
     def class_name(cls) -> str:
@@ -78,6 +87,10 @@ class KorelyMemory(Memory):
         cache_control: CacheControl | None = None,
         keep_flushed: bool = False,
         block_name: str = DEFAULT_BLOCK_NAME,
+        capture: Extractor | None = None,
+        capture_inline: bool = False,
+        capture_delay: float = DEFAULT_DELAY,
+        max_facts: int | None = None,
         **memory_kwargs: Any,
     ) -> KorelyMemory:
         """A ``Memory`` for one conversation of ``identity``.
@@ -100,6 +113,16 @@ class KorelyMemory(Memory):
             keep_flushed: Keep what ``Memory`` flushes from its chat history as memories of
                 the identity, one per turn.
             block_name: The block's name, its tag inside ``<memory>``.
+            capture: An extractor (``korely_extractor(llm)``, or any callable
+                ``MemoryEngine.capture`` takes): each finished turn (the user's messages
+                and the answer, no tool traffic) is captured with it, with this
+                memory's ``reader`` and ``max_facts``.
+            capture_inline: Capture before the answer is stored, instead of in the
+                background. Either way a failed capture is logged and counted, never raised.
+            capture_delay: Seconds a background capture waits before it starts; a turn
+                of this conversation that ends meanwhile joins it (one capture, one
+                model call, for both).
+            max_facts: Refuse a new key to capture once the identity holds this many facts.
             **memory_kwargs: Passed to ``Memory.from_defaults`` (``session_id``,
                 ``token_limit``, ``chat_history_token_ratio``, ``memory_blocks``,
                 ``chat_store``, ``async_database_uri``, ...).
@@ -109,13 +132,16 @@ class KorelyMemory(Memory):
 
         Raises:
             InvalidRequest: An argument the engine would refuse (identity, reader, budget,
-                changes, hold), an unknown placement, ``insert_method=InsertMethod.USER``, or
-                a ``token_limit`` that leaves the block less room than it needs.
+                changes, hold, max_facts), capture options it cannot use, an unknown
+                placement, ``insert_method=InsertMethod.USER``, or a ``token_limit`` that
+                leaves the block less room than it needs.
         """
         identity = limits.check_identity(identity)
         limits.check_reader(reader)
         limits.check_changes(changes)
         period = limits.check_hold(hold)
+        limits.check_max_facts(max_facts)
+        check_capture(capture, capture_inline, capture_delay)
         if token_budget is not None:
             limits.check_token_budget(token_budget)
         if placement not in PLACEMENTS:
@@ -173,6 +199,11 @@ class KorelyMemory(Memory):
         memory = cast(KorelyMemory, super().from_defaults(**memory_kwargs))
         memory.placement = placement
         memory.cache_control = cache_control
+        if capture is not None:
+            memory._captures = Captures(
+                engine, capture, reader=reader, max_facts=max_facts,
+                inline=capture_inline, delay=capture_delay,
+            )  # fmt: skip
         return memory
 
     @property
@@ -186,21 +217,33 @@ class KorelyMemory(Memory):
         await self._settle()
         self._conversation.stored([message])
         await super().aput(message)
+        await self._capture([message])
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         await self._settle()
         self._conversation.stored(messages)
         await super().aput_messages(messages)
+        await self._capture(messages)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         await self._settle()
         self._conversation.stored(messages)
+        self._said.reset()  # a history put in place is no turn finished here
         await super().aset(messages)
 
     async def areset(self, status: MessageStatus | None = None) -> None:
         await self._settle()
         self._conversation.reset()
+        self._said.reset()
         await super().areset(status)
+
+    async def _capture(self, messages: list[ChatMessage]) -> None:
+        """Capture each turn these stored messages finished (never raises: see ``Captures``)."""
+        if self._captures is None:
+            return
+        who = self.korely_block.identity
+        for turn, pairs in self._said.stored(messages):
+            await self._captures.afinished(who, self.session_id, turn, pairs)
 
     async def _settle(self) -> None:
         """Wait for the acknowledgements of what the last answers were told."""

@@ -1,9 +1,10 @@
 """One worker thread that runs jobs a little after they are asked for, never in the caller's way.
 
 `submit` only takes a lock and puts the job in a bounded table: the caller (the
-end of an agent's run) never waits for the work nor sees it fail. A job waits
-`delay` seconds; a job submitted meanwhile under the same key joins it (the two
-become one), so a burst of runs in one conversation costs one piece of work.
+end of an agent's turn, in any adapter) never waits for the work nor sees it
+fail. A job waits `delay` seconds; a job submitted meanwhile under the same key
+joins it (the two become one), so a burst of turns in one conversation costs
+one piece of work.
 
 The worker starts on demand and ends after `IDLE_EXIT` seconds with nothing to
 do, so an idle or forgotten owner keeps no thread. `flush` runs what waits at
@@ -24,7 +25,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-logger = logging.getLogger("langchain_korely")
+logger = logging.getLogger("korely_memory")
 
 Job = TypeVar("Job")
 Submitted = Literal["queued", "joined", "full", "closed"]
@@ -158,8 +159,8 @@ class Background(Generic[Job]):
                 job = self._pending.pop(key).job
                 self._running = True
             try:
-                # A context of its own: nothing of the run that asked (its callbacks, its
-                # stream) follows the job into this thread.
+                # A context of its own: nothing of the turn that asked (its callbacks, its
+                # stream, its trace) follows the job into this thread.
                 contextvars.Context().run(self._run, job)
             except Exception:
                 logger.warning("korely-memory: a background capture failed", exc_info=True)

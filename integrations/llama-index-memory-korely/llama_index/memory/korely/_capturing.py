@@ -1,0 +1,52 @@
+"""Which stored messages finish a turn, and what the turn said, for capture.
+
+A turn is the user's messages and the assistant's answers after them, in the
+order the memory stores them; tool calls and tool results are left out, as is
+anything without text. An answer (an assistant message with no tool call)
+stored after a user message finishes the turn: its excerpt goes to
+``korely_memory``'s capture, inline or in the background, shared with every
+adapter.
+"""
+
+from __future__ import annotations
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+from ._turns import is_answer, text_of
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+class Said:
+    """What the current turn of a conversation said, as its messages are stored."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self._pairs: list[tuple[str, str]] = []
+        self._answered = False
+
+    def stored(self, messages: list[ChatMessage]) -> list[tuple[int, Pairs]]:
+        """Note stored messages; returns each turn they finished: its number and its excerpt."""
+        finished: list[tuple[int, Pairs]] = []
+        for message in messages:
+            text = text_of(message).strip()
+            if message.role == MessageRole.USER:
+                if self._answered:
+                    self._start()
+                if text:
+                    self._pairs.append(("user", text))
+            elif is_answer(message) and text and self._pairs:
+                if self._answered and self._pairs[-1] == ("assistant", text):
+                    continue  # the same answer stored again
+                self._pairs.append(("assistant", text))
+                self._answered = True
+                finished.append((self.turn, tuple(self._pairs)))
+        return finished
+
+    def reset(self) -> None:
+        """The history was replaced or cleared: what comes next is a turn of its own."""
+        self._start()
+
+    def _start(self) -> None:
+        self.turn += 1
+        self._pairs, self._answered = [], False
