@@ -44,7 +44,7 @@ from ._words import Words
 
 MAX_QUERY_TERMS = 12  # words of a query looked up in the index
 PER_TERM = 100  # postings read per common word and space, newest first
-RARE = 300  # a word held by at most this many facts (of a space) is read whole: it tells the most
+RARE = 1000  # a word held by at most this many facts (of a space) is read whole: it tells the most
 MATCHES = 40  # facts taken from them: those matching the most words
 NO_LIMIT = 2**31 - 1
 
@@ -175,22 +175,29 @@ def _best(hits: Any) -> Any:
     )
 
 
-def _held(where: list[Any], correlated: tuple[Any, ...] = ()) -> Any:
-    """How many facts hold a word, counted up to ``rare + 1``.
+def _postings(where: list[Any], correlated: tuple[Any, ...] = ()) -> Any:
+    """A word's postings, newest first, each with ``df``: how many facts hold the word, counted
+    up to ``rare + 1``. All of a rare word's postings, the newest ``per_term`` of a common one's;
+    read in one pass.
 
     ``correlated``: the enclosing query's FROM items that ``where`` refers to.
     """
-    counted = sa.select(fact_terms.c.fact_id).where(*where).limit(sa.bindparam("rare") + 1)
+    newest = (
+        sa.select(fact_terms.c.fact_id)
+        .where(*where)
+        .order_by(fact_terms.c.fact_id.desc())
+        .limit(sa.bindparam("rare") + 1)
+    )
     if correlated:
-        counted = counted.correlate(*correlated)
-    return sa.select(sa.func.count()).select_from(counted.subquery()).scalar_subquery()
-
-
-def _to_read(held: Any) -> Any:
-    """How many of a word's postings to read, newest first: all of a rare word's, the newest
-    ``per_term`` of a common one's."""
-    return sa.case(
-        (held <= sa.bindparam("rare"), sa.bindparam("rare")), else_=sa.bindparam("per_term")
+        newest = newest.correlate(*correlated)
+    window = newest.subquery("newest")
+    ranked = sa.select(
+        window.c.fact_id,
+        sa.func.count().over().label("df"),
+        sa.func.row_number().over(order_by=window.c.fact_id.desc()).label("rank"),
+    ).subquery("ranked")
+    return sa.select(ranked.c.fact_id, ranked.c.df).where(
+        sa.or_(ranked.c.df <= sa.bindparam("rare"), ranked.c.rank <= sa.bindparam("per_term"))
     )
 
 
@@ -288,21 +295,11 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
             fact_terms.c.space == spaces.c.space,
             fact_terms.c.term == said.c.term,
         ]
-        held = _held(where, correlated=(said, spaces))
-        counted = sa.select(held.label("n")).subquery("counted")
-        df = sa.select(counted.c.n, _to_read(counted.c.n).label("read")).lateral("df")
-        found = (
-            sa.select(fact_terms.c.fact_id)
-            .where(*where)
-            .order_by(fact_terms.c.fact_id.desc())
-            .limit(sa.literal_column("df.read"))  # the lateral's own column: how many to read
-            .lateral("found")
-        )
+        found = _postings(where, correlated=(said, spaces)).lateral("found")
         hits = (
-            sa.select(found.c.fact_id, said.c.term, df.c.n.label("df"))
+            sa.select(found.c.fact_id, said.c.term, found.c.df)
             .select_from(said)
             .join(spaces, sa.true())
-            .join(df, sa.true())
             .join(found, sa.true())
             .where(sa.or_(own_n >= sa.bindparam("page"), shared_n >= sa.bindparam("page")))
             .subquery()
@@ -319,16 +316,9 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
                     fact_terms.c.space == sa.bindparam(space),
                     fact_terms.c.term == sa.bindparam(f"t{i}"),
                 ]
-                held = _held(where)
-                postings = (
-                    sa.select(fact_terms.c.fact_id)
-                    .where(*where)
-                    .order_by(fact_terms.c.fact_id.desc())
-                    .limit(_to_read(held))
-                    .subquery()
-                )
+                postings = _postings(where).subquery()
                 lookups.append(
-                    sa.select(postings.c.fact_id, sa.literal(i).label("term"), held.label("df"))
+                    sa.select(postings.c.fact_id, sa.literal(i).label("term"), postings.c.df)
                 )
         matching = _best(sa.union_all(*lookups).subquery())
     if n_terms:
