@@ -96,7 +96,10 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def local_only(connect: Connect) -> Connect:
-    """``connect``, refusing addresses other than loopback; also used by the examples' subprocesses."""
+    """``connect``, refusing addresses other than loopback.
+
+    The examples' subprocesses use it too.
+    """
 
     def guarded(sock: socket.socket, address: Any) -> Any:
         if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address[0]):

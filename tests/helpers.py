@@ -9,7 +9,10 @@ from korely_memory._schema import Base
 
 
 def snapshot(engine: MemoryEngine) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of every table, in primary-key order: equal snapshots mean an unchanged database."""
+    """Every row of every table, in primary-key order.
+
+    Equal snapshots mean an unchanged database.
+    """
     out = {}
     with engine.db.connect() as conn:
         for table in Base.metadata.sorted_tables:

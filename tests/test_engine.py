@@ -54,7 +54,8 @@ def test_public_names_are_pinned() -> None:
 def test_importing_the_engine_pulls_in_no_agent_framework() -> None:
     code = (
         "import sys, korely_memory\n"
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core', 'llama_index', 'openai')]\n"
+        "frameworks = ('langchain', 'langchain_core', 'llama_index', 'openai')\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in frameworks]\n"
         "print(bad)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -101,9 +101,10 @@ def test_database_refuses_two_true_rows_for_one_key(engine: MemoryEngine) -> Non
     with pytest.raises(sa.exc.IntegrityError), engine.db.begin() as conn:
         conn.execute(
             sa.text(
-                "INSERT INTO korely_facts (account, owner, owner_key, agent, key, content, scope, valid_from,"
-                " recorded_at, created_at, modified_at) SELECT account, owner, owner_key, agent, key, 'dup',"
-                " scope, valid_from, recorded_at, created_at, modified_at FROM korely_facts WHERE id = :id"
+                "INSERT INTO korely_facts (account, owner, owner_key, agent, key, content, scope,"
+                " valid_from, recorded_at, created_at, modified_at)"
+                " SELECT account, owner, owner_key, agent, key, 'dup', scope, valid_from,"
+                " recorded_at, created_at, modified_at FROM korely_facts WHERE id = :id"
             ),
             {"id": fact.id},
         )
@@ -118,9 +119,10 @@ def test_database_refuses_two_true_account_facts_for_one_key(engine: MemoryEngin
     with pytest.raises(sa.exc.IntegrityError), engine.db.begin() as conn:
         conn.execute(
             sa.text(
-                "INSERT INTO korely_facts (account, owner, owner_key, agent, key, content, scope, valid_from,"
-                " recorded_at, created_at, modified_at) SELECT account, 'other', 'other', agent, key, 'dup',"
-                " scope, valid_from, recorded_at, created_at, modified_at FROM korely_facts WHERE id = :id"
+                "INSERT INTO korely_facts (account, owner, owner_key, agent, key, content, scope,"
+                " valid_from, recorded_at, created_at, modified_at)"
+                " SELECT account, 'other', 'other', agent, key, 'dup', scope, valid_from,"
+                " recorded_at, created_at, modified_at FROM korely_facts WHERE id = :id"
             ),
             {"id": fact.id},
         )

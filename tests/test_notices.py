@@ -39,7 +39,8 @@ def test_the_story(engine: MemoryEngine) -> None:
     engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
     told = engine.get_context(GIULIA, "Where does Giulia live?", reader="support-bot")
     assert told.volatile.startswith(
-        f"{CHANGED}\n- was: Giulia lives in Rome -> now: Giulia lives in Milan ({TODAY}, corrected)\n\n"
+        f"{CHANGED}\n"
+        f"- was: Giulia lives in Rome -> now: Giulia lives in Milan ({TODAY}, corrected)\n\n"
     )
     assert len(told.changed) == 1 and told.changed[0].now is not None and told.changed_more == 0
     again = engine.get_context(GIULIA, "Where does Giulia live?", reader="support-bot")
@@ -177,7 +178,7 @@ def test_a_long_change_line_is_shortened(engine: MemoryEngine) -> None:
     engine.get_context(GIULIA, reader="bot")
     engine.correct(GIULIA, "bio", "Giulia " + "now works in Milan " * 40)
     block = engine.get_context(GIULIA, reader="bot", token_budget=400)
-    (line,) = [l for l in block.text.split("\n") if l.startswith("- was:")]
+    (line,) = [x for x in block.text.split("\n") if x.startswith("- was:")]
     assert "…" in line and len(line) < 250
 
 
@@ -198,7 +199,8 @@ def test_one_reader_hears_of_every_agent_definition_it_read(engine: MemoryEngine
     engine.get_context(GIULIA_SALES, reader="bot")
     engine.correct(GIULIA_SALES, "budget", "Giulia's budget is 20k")
     block = engine.get_context(GIULIA, reader="bot")
-    # The reader hears that what it read no longer holds, and nothing of the other definition's new fact.
+    # The reader hears that what it read no longer holds,
+    # and nothing of the other definition's new fact.
     assert f"- no longer true: Giulia's budget is 10k ({TODAY}, corrected)" in block.text
     assert "20k" not in block.text
     # Read under two names to keep them apart.

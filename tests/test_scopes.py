@@ -154,7 +154,7 @@ def test_confirming_a_proposal_replaces_the_confirmed_account_fact(engine: Memor
     old = engine.confirm(ADMIN, engine.remember(GIULIA, "hours", "Open 9-17", scope="account").id)
     new = engine.confirm(ADMIN, engine.remember(MARCO, "hours", "Open 8-18", scope="account").id)
     assert [f.id for f in engine.get_facts(GIULIA)] == [new.id]
-    ended = [f for f in engine.history(GIULIA, "hours") if f.id == old.id][0]
+    ended = next(f for f in engine.history(GIULIA, "hours") if f.id == old.id)
     assert ended.replaced_by_id == new.id and ended.end_cause == "stated"
 
 
@@ -194,8 +194,9 @@ def test_a_null_scope_reads_as_user(engine: MemoryEngine) -> None:
     with engine.db.begin() as conn:
         conn.execute(
             sa.text(
-                "INSERT INTO korely_facts (account, owner, owner_key, agent, key, content, scope, valid_from,"
-                " recorded_at, created_at, modified_at) VALUES ('acme', 'giulia', 'giulia', 'support-copilot',"
+                "INSERT INTO korely_facts (account, owner, owner_key, agent, key, content, scope,"
+                " valid_from, recorded_at, created_at, modified_at)"
+                " VALUES ('acme', 'giulia', 'giulia', 'support-copilot',"
                 " 'legacy', 'Written before scopes', NULL, :t, :t, :t, :t)"
             ),
             {"t": "2026-01-01 00:00:00"},

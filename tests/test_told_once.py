@@ -1,4 +1,4 @@
-"""Told once under load: many readers under one name, at the same moment, in threads and processes."""
+"""Told once under load: many readers under one name at the same moment, threads and processes."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ acknowledged is there, nothing half-written is, and the next call works.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import random
@@ -44,10 +45,8 @@ def write_until_killed(url: str, ledger: str, start: int) -> None:
             key = KEYS[i % len(KEYS)]
             content = f"write {i} of {os.getpid()}"
             if i % 7 == 0:
-                try:
+                with contextlib.suppress(LookupError):
                     engine.forget(who, key)
-                except LookupError:
-                    pass
                 continue
             if i % 5 == 0:
                 engine.get_context(who, reader="bot")
@@ -58,7 +57,10 @@ def write_until_killed(url: str, ledger: str, start: int) -> None:
 
 
 def wait_for_writes(ledger: Path, written: int) -> None:
-    """Until the writers have started writing: a spawned process takes a while to import and connect."""
+    """Until the writers have started writing.
+
+    A spawned process takes a while to import and connect.
+    """
     deadline = time.monotonic() + 60
     while len(ledger.read_text(encoding="utf-8").splitlines()) <= written:
         assert time.monotonic() < deadline, "the writers never wrote"
