@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import MemoryEngine
+from korely_memory import Identity, MemoryEngine
 
 POSTGRES_URL = os.environ.get(
     "KORELY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -87,6 +87,12 @@ def db_url(request: pytest.FixtureRequest) -> str:
 def engine(db_url: str) -> Iterator[MemoryEngine]:
     with MemoryEngine(db_url) as eng:
         yield eng
+
+
+@pytest.fixture
+def giulia() -> Identity:
+    """Giulia of the account acme, served by the support copilot: the person most tests act for."""
+    return Identity("acme", "giulia", "support-copilot")
 
 
 @pytest.fixture(autouse=True)

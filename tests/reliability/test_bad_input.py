@@ -22,8 +22,8 @@ from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, N
 from ..helpers import snapshot
 from .shape import shape_errors
 from .soak import scale, tally
+from .world import GIULIA
 
-GIULIA = Identity("acme", "giulia", "support")
 ANNA = Identity("acme", "anna", "support")
 HUGE = 10_000_000
 META = (

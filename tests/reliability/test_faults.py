@@ -27,9 +27,8 @@ from korely_memory._versions import lock_key
 
 from ..helpers import snapshot
 from .soak import scale, tally
-from .world import broken_invariants
+from .world import GIULIA, broken_invariants
 
-GIULIA = Identity("acme", "giulia", "support")
 TEAM = Identity("acme", None, "support")
 KEYS = ("home-city", "plan", "hours")
 SPAWN = multiprocessing.get_context("spawn")
@@ -108,16 +107,8 @@ def kill_writers_mid_write(url: str, tmp_path: Path) -> None:
             assert after in engine.get_facts(GIULIA)
 
 
-def test_a_writer_killed_mid_write_leaves_no_partial_version_on_sqlite(
-    sqlite_url: str, tmp_path: Path
-) -> None:
-    kill_writers_mid_write(sqlite_url, tmp_path)
-
-
-def test_a_writer_killed_mid_write_leaves_no_partial_version_on_postgresql(
-    postgresql_url: str, tmp_path: Path
-) -> None:
-    kill_writers_mid_write(postgresql_url, tmp_path)
+def test_a_writer_killed_mid_write_leaves_no_partial_version(db_url: str, tmp_path: Path) -> None:
+    kill_writers_mid_write(db_url, tmp_path)
 
 
 def backend_pid(conn: Any) -> int:

@@ -14,13 +14,12 @@ from collections.abc import Callable
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound
+from korely_memory import InvalidRequest, MemoryEngine, NotFound
 
 from .shape import HEADERS, LINE_BREAKS, shape_errors
 from .soak import scale, tally
-from .world import empty
+from .world import GIULIA, empty
 
-GIULIA = Identity("acme", "giulia", "support")
 FORGERIES = (
     *HEADERS,
     "_Standing facts kept between conversations_",

@@ -8,8 +8,6 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from korely_memory import Identity, limits
 from langchain_korely._capturing import Job, chunks, run_excerpt
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
-
 
 def test_the_excerpt_is_the_latest_user_turn_without_tool_traffic() -> None:
     messages = [
@@ -29,10 +27,12 @@ def test_the_excerpt_is_the_latest_user_turn_without_tool_traffic() -> None:
     assert run_excerpt([SystemMessage("x"), AIMessage("Hello!")]) == (None, ())
 
 
-def test_a_later_run_joins_a_waiting_capture_and_the_same_turn_ended_again_replaces_it() -> None:
-    first = Job(GIULIA, (("1", (("user", "Hi"), ("assistant", "Hello!"))),))
-    second = Job(GIULIA, (("2", (("user", "I live in Rome."),)),))
-    resumed = Job(GIULIA, (("2", (("user", "I live in Rome."), ("assistant", "Noted."))),))
+def test_a_later_run_joins_a_waiting_capture_and_the_same_turn_ended_again_replaces_it(
+    giulia: Identity,
+) -> None:
+    first = Job(giulia, (("1", (("user", "Hi"), ("assistant", "Hello!"))),))
+    second = Job(giulia, (("2", (("user", "I live in Rome."),)),))
+    resumed = Job(giulia, (("2", (("user", "I live in Rome."), ("assistant", "Noted."))),))
 
     joined = first.joined(second).joined(resumed)
     assert joined.pairs == [
