@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from korely_memory import Identity, MemoryEngine
+
+from .helpers import statements
 
 
 def test_a_dropped_idle_connection_is_replaced_without_a_failed_call(
@@ -30,9 +31,8 @@ def test_a_read_pays_one_round_trip_on_postgresql(postgresql_url: str, giulia: I
         for i in range(40):
             engine.remember(giulia, f"topic-{i}", f"Giulia prefers option {i} for invoices")
         engine.get_context(giulia, "invoices")
-        sent: list[str] = []
-        event.listen(engine.db, "before_cursor_execute", lambda c, cur, s, *a: sent.append(s))
-        engine.get_context(giulia, "Which invoices does she want on paper?")
+        with statements(engine.db) as sent:
+            engine.get_context(giulia, "Which invoices does she want on paper?")
         assert len(sent) == 1, sent  # no BEGIN, no liveness ping, no second statement
 
 

@@ -18,6 +18,8 @@ from korely_memory._render import STABLE, render
 from korely_memory._schema import UTCDateTime
 from korely_memory._tokens import TokenCounter
 
+from .helpers import statements
+
 cl100k = TokenCounter()
 
 texts = st.text(
@@ -193,20 +195,6 @@ def test_block_as_it_was_and_as_it_was_known(engine: MemoryEngine, giulia: Ident
     assert "Milan" in engine.get_context(giulia, as_of=dt.date(2026, 9, 15)).text
 
 
-def count_statements(engine: MemoryEngine, call: object) -> int:
-    seen: list[str] = []
-
-    def listen(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        seen.append(statement)
-
-    sa.event.listen(engine.db, "before_cursor_execute", listen)
-    try:
-        call()  # type: ignore[operator]
-    finally:
-        sa.event.remove(engine.db, "before_cursor_execute", listen)
-    return len(seen)
-
-
 @pytest.mark.parametrize("reader", [None, "support-bot"])
 def test_statement_count_does_not_grow_with_facts(engine: MemoryEngine, reader: str | None) -> None:
     small, large = Identity("acme", "small", "bot"), Identity("acme", "large", "bot")
@@ -224,10 +212,12 @@ def test_statement_count_does_not_grow_with_facts(engine: MemoryEngine, reader: 
         )
     for who in (small, large):  # warm: marks exist, nothing pending
         engine.get_context(who, "invoices", reader=reader)
-    n_small = count_statements(engine, lambda: engine.get_context(small, "invoices", reader=reader))
-    n_large = count_statements(engine, lambda: engine.get_context(large, "invoices", reader=reader))
-    assert n_small == n_large
-    assert n_small <= 6
+    with statements(engine.db) as for_small:
+        engine.get_context(small, "invoices", reader=reader)
+    with statements(engine.db) as for_large:
+        engine.get_context(large, "invoices", reader=reader)
+    assert len(for_small) == len(for_large)
+    assert len(for_small) <= 6
 
 
 def test_custom_tokenizer_is_used_exactly(db_url: str, giulia: Identity) -> None:

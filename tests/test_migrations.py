@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from korely_memory import Identity, MemoryEngine, Scope
@@ -28,7 +27,7 @@ from korely_memory._migrations import (
 )
 from korely_memory._schema import Base
 
-from .helpers import snapshot
+from .helpers import snapshot, statements
 
 MARCO = Identity("acme", "marco", "support-copilot")
 
@@ -248,14 +247,10 @@ def test_auto_upgrade_must_be_a_bool(db_url: str) -> None:
 
 def test_a_start_on_a_current_database_is_one_query(db_url: str, db: Engine) -> None:
     MemoryEngine(db_url).close()
-    said: list[str] = []
-
-    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if not statement.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK", "SET")):
-            said.append(statement)
-
-    event.listen(db, "before_cursor_execute", count)
-    prepare(db, auto_upgrade=False)
+    with statements(db) as sent:
+        prepare(db, auto_upgrade=False)
+    framing = ("BEGIN", "COMMIT", "ROLLBACK", "SET")
+    said = [s for s in sent if not s.lstrip().upper().startswith(framing)]
     assert len(said) == 1 and VERSION_TABLE in said[0]
 
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory._schema import marks
 
-from .helpers import snapshot
+from .helpers import snapshot, statements
 
 GIULIA_SALES = Identity("acme", "giulia", "sales-copilot")
 MARCO = Identity("acme", "marco", "support-copilot")
@@ -280,19 +280,11 @@ def test_a_steady_read_writes_nothing(engine: MemoryEngine, giulia: Identity) ->
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
     engine.get_context(giulia, reader="bot")
     before = snapshot(engine)
-    writes: list[str] = []
-
-    def listen(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE", "BEGIN IMMEDIATE")):
-            writes.append(statement)
-
-    sa.event.listen(engine.db, "before_cursor_execute", listen)
-    try:
+    with statements(engine.db) as sent:
         for _ in range(3):
             engine.get_context(giulia, "where", reader="bot")
-    finally:
-        sa.event.remove(engine.db, "before_cursor_execute", listen)
-    assert writes == []
+    writing = ("INSERT", "UPDATE", "DELETE", "BEGIN IMMEDIATE")
+    assert sent and [s for s in sent if s.lstrip().upper().startswith(writing)] == []
     assert snapshot(engine) == before
 
 
