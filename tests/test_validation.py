@@ -5,6 +5,7 @@ The rules (names, keys, contents, moments, budgets, readers, holds) are in docs/
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,8 +13,6 @@ import pytest
 from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine
 
 from .helpers import snapshot
-
-OK = Identity("acme", "giulia", "support-copilot")
 
 BAD_NAMES = [
     "",
@@ -45,32 +44,29 @@ BAD_CONTENT = ["", "   \n\t ", "x" * 2001, "nul\x00inside", None, 12, b"bytes"]
 
 
 def calls_with(field: str, bad: Any) -> list[tuple[str, Any]]:
-    """(label, thunk-maker) pairs: each call passes ``bad`` as ``field``."""
+    """(label, call) pairs: each call, given an engine and Giulia, passes ``bad`` as ``field``."""
     if field in ("account", "user", "agent"):
-        who = Identity(
-            **{"account": "acme", "user": "giulia", "agent": "support-copilot", field: bad}
-        )
         return [
-            ("remember", lambda e: e.remember(who, "k", "content")),
-            ("get_facts", lambda e: e.get_facts(who)),
-            ("get_context", lambda e: e.get_context(who)),
+            ("remember", lambda e, g: e.remember(replace(g, **{field: bad}), "k", "content")),
+            ("get_facts", lambda e, g: e.get_facts(replace(g, **{field: bad}))),
+            ("get_context", lambda e, g: e.get_context(replace(g, **{field: bad}))),
         ]
     if field == "reader":
         return [
-            ("get_facts", lambda e: e.get_facts(OK, reader=bad)),
-            ("get_context", lambda e: e.get_context(OK, reader=bad)),
+            ("get_facts", lambda e, g: e.get_facts(g, reader=bad)),
+            ("get_context", lambda e, g: e.get_context(g, reader=bad)),
         ]
     if field == "key":
         return [
-            ("remember", lambda e: e.remember(OK, bad, "content")),
-            ("correct", lambda e: e.correct(OK, bad, "content")),
-            ("forget", lambda e: e.forget(OK, bad)),
-            ("history", lambda e: e.history(OK, bad)),
+            ("remember", lambda e, g: e.remember(g, bad, "content")),
+            ("correct", lambda e, g: e.correct(g, bad, "content")),
+            ("forget", lambda e, g: e.forget(g, bad)),
+            ("history", lambda e, g: e.history(g, bad)),
         ]
     if field == "content":
         return [
-            ("remember", lambda e: e.remember(OK, "home-city", bad)),
-            ("correct", lambda e: e.correct(OK, "home-city", bad)),
+            ("remember", lambda e, g: e.remember(g, "home-city", bad)),
+            ("correct", lambda e, g: e.correct(g, "home-city", bad)),
         ]
     raise AssertionError(field)
 
@@ -85,13 +81,13 @@ CASES = (
 
 @pytest.mark.parametrize("field, bad", CASES, ids=[f"{f}={b!r:.20}" for f, b in CASES])
 def test_bad_input_is_refused_naming_the_field_and_changes_nothing(
-    engine: MemoryEngine, field: str, bad: Any
+    engine: MemoryEngine, field: str, bad: Any, giulia: Identity
 ) -> None:
-    engine.remember(OK, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
     before = snapshot(engine)
     for label, call in calls_with(field, bad):
         with pytest.raises(InvalidRequest) as caught:
-            call(engine)
+            call(engine, giulia)
         assert caught.value.field == field, label
         assert caught.value.code == "invalid_request"
         assert field in str(caught.value)
@@ -99,28 +95,30 @@ def test_bad_input_is_refused_naming_the_field_and_changes_nothing(
 
 
 OTHER_CASES = [
-    ("scope", lambda e: e.remember(OK, "k", "c", scope="galaxy")),
-    ("scope", lambda e: e.remember(OK, "k", "c", scope="account_rejected")),
-    ("valid_from", lambda e: e.remember(OK, "k", "c", valid_from="yesterday")),
-    ("at", lambda e: e.forget(OK, "home-city", at=3.5)),
-    ("as_of", lambda e: e.get_facts(OK, as_of="2026")),
-    ("known_as_of", lambda e: e.get_facts(OK, known_as_of=1)),
-    ("token_budget", lambda e: e.get_context(OK, token_budget=49)),
-    ("token_budget", lambda e: e.get_context(OK, token_budget=8001)),
-    ("token_budget", lambda e: e.get_context(OK, token_budget="800")),
-    ("max_facts", lambda e: e.remember(OK, "k", "c", max_facts=-1)),
-    ("source_memory_id", lambda e: e.remember(OK, "k", "c", source_memory_id="m1")),
-    ("fact_id", lambda e: e.confirm(OK, "seven")),
-    ("who", lambda e: e.remember(("acme", "giulia", "bot"), "k", "c")),
+    ("scope", lambda e, g: e.remember(g, "k", "c", scope="galaxy")),
+    ("scope", lambda e, g: e.remember(g, "k", "c", scope="account_rejected")),
+    ("valid_from", lambda e, g: e.remember(g, "k", "c", valid_from="yesterday")),
+    ("at", lambda e, g: e.forget(g, "home-city", at=3.5)),
+    ("as_of", lambda e, g: e.get_facts(g, as_of="2026")),
+    ("known_as_of", lambda e, g: e.get_facts(g, known_as_of=1)),
+    ("token_budget", lambda e, g: e.get_context(g, token_budget=49)),
+    ("token_budget", lambda e, g: e.get_context(g, token_budget=8001)),
+    ("token_budget", lambda e, g: e.get_context(g, token_budget="800")),
+    ("max_facts", lambda e, g: e.remember(g, "k", "c", max_facts=-1)),
+    ("source_memory_id", lambda e, g: e.remember(g, "k", "c", source_memory_id="m1")),
+    ("fact_id", lambda e, g: e.confirm(g, "seven")),
+    ("who", lambda e, g: e.remember(("acme", "giulia", "bot"), "k", "c")),
 ]
 
 
 @pytest.mark.parametrize("field, call", OTHER_CASES, ids=[c[0] for c in OTHER_CASES])
-def test_other_arguments_are_checked_too(engine: MemoryEngine, field: str, call: Any) -> None:
-    engine.remember(OK, "home-city", "Giulia lives in Rome")
+def test_other_arguments_are_checked_too(
+    engine: MemoryEngine, field: str, call: Any, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
     before = snapshot(engine)
     with pytest.raises(InvalidRequest) as caught:
-        call(engine)
+        call(engine, giulia)
     assert caught.value.field == field
     assert snapshot(engine) == before
 
@@ -135,13 +133,15 @@ def test_other_arguments_are_checked_too(engine: MemoryEngine, field: str, call:
         ("Two  Spaces", "two-spaces"),
     ],
 )
-def test_keys_are_normalised(engine: MemoryEngine, raw: str, normal: str) -> None:
-    assert engine.remember(OK, raw, "content").key == normal
+def test_keys_are_normalised(engine: MemoryEngine, raw: str, normal: str, giulia: Identity) -> None:
+    assert engine.remember(giulia, raw, "content").key == normal
 
 
-def test_content_is_trimmed_and_may_be_2000_characters(engine: MemoryEngine) -> None:
-    assert engine.remember(OK, "a", "  padded  ").content == "padded"
-    assert len(engine.remember(OK, "b", "y" * 2000).content) == 2000
+def test_content_is_trimmed_and_may_be_2000_characters(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    assert engine.remember(giulia, "a", "  padded  ").content == "padded"
+    assert len(engine.remember(giulia, "b", "y" * 2000).content) == 2000
 
 
 def test_errors_share_one_base() -> None:
