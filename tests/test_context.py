@@ -5,6 +5,7 @@ The rules are in docs/concepts.md, "The context block".
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import uuid
 
@@ -246,9 +247,40 @@ def test_embedding_function_ranks_semantically(db_url: str, giulia: Identity) ->
         assert [f.key for f in block.facts] == ["home"]
 
 
-def test_renderer_is_pure_and_records_what_it_left_out() -> None:
-    block = render(facts=(), memories=(), changes=(), budget=50, count=cl100k)
-    assert block.text == STABLE and block.tokens == cl100k(STABLE) and block.omitted == 0
+def test_renderer_is_pure_and_records_what_it_left_out(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, reader="bot")
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    for i in range(12):
+        engine.remember(giulia, f"topic-{i}", f"Giulia prefers option {i} for paper invoices")
+    engine.add_memory(giulia, "Giulia asked why her paper invoices arrive late")
+    changes = list(engine.get_context(giulia, reader="bot").changed)
+    facts = list(reversed(engine.get_facts(giulia)))  # newest first, as the read path hands them
+    memories = list(engine.get_context(giulia, "paper invoices").memories)
+    assert changes and len(facts) == 13 and memories
+    rows = {"facts": facts, "memories": memories, "changes": changes}
+    given = copy.deepcopy(rows)
+
+    with statements(engine.db) as sent:
+        roomy = render(**rows, budget=2000, count=cl100k)
+        again = render(**rows, budget=2000, count=cl100k)
+        tight = render(**rows, budget=150, count=cl100k)
+    assert sent == []  # rows in, text out: not one statement
+    assert rows == given  # nothing handed over was reordered or changed
+    assert again == roomy and again.text == roomy.text
+
+    assert roomy.omitted == 0 and roomy.tokens == cl100k(roomy.text) <= 2000
+    assert sorted(f.id for f in roomy.facts) == sorted(f.id for f in facts)
+    assert roomy.changed == tuple(changes) and roomy.memories == tuple(memories)
+    assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan" in roomy.text
+    assert all(f"- {f.key}: {f.content} (since" in roomy.text for f in facts)
+
+    assert tight.tokens == cl100k(tight.text) <= 150
+    assert 0 < len(tight.facts) < len(facts)
+    assert tight.omitted == len(facts) - len(tight.facts)
+    assert all(f"- {f.key}: " not in tight.text for f in facts if f not in tight.facts)
 
 
 def test_a_budget_the_stable_note_does_not_fit_is_refused_by_name(

@@ -5,12 +5,26 @@ The rules (names, keys, contents, moments, budgets, readers, holds) are in docs/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine
+import korely_memory
+from korely_memory import (
+    Identity,
+    InvalidRequest,
+    KorelyError,
+    LimitExceeded,
+    MemoryEngine,
+    NotCurrent,
+    NotFound,
+    PermissionDenied,
+    SchemaVersionError,
+)
+from korely_memory._migrations import HEAD, VERSION_TABLE
 
 from .helpers import snapshot
 
@@ -144,8 +158,100 @@ def test_content_is_trimmed_and_may_be_2000_characters(
     assert len(engine.remember(giulia, "b", "y" * 2000).content) == 2000
 
 
-def test_errors_share_one_base() -> None:
-    assert issubclass(InvalidRequest, KorelyError) and issubclass(InvalidRequest, ValueError)
+def provoke_invalid_request(url: str, giulia: Identity) -> InvalidRequest:
+    with MemoryEngine(url) as engine, pytest.raises(InvalidRequest) as raised:
+        engine.remember(giulia, "home-city", "")
+    assert raised.value.field == "content" and isinstance(raised.value, ValueError)
+    assert str(raised.value).startswith("content: ")
+    return raised.value
+
+
+def provoke_not_found(url: str, giulia: Identity) -> NotFound:
+    with MemoryEngine(url) as engine, pytest.raises(NotFound) as raised:
+        engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    assert isinstance(raised.value, LookupError) and "'home-city'" in str(raised.value)
+    return raised.value
+
+
+def provoke_permission_denied(url: str, giulia: Identity) -> PermissionDenied:
+    with MemoryEngine(url) as engine:
+        proposal = engine.remember(giulia, "hours", "Acme opens at nine", scope="account")
+        with pytest.raises(PermissionDenied) as raised:
+            engine.confirm(giulia, proposal.id)
+    assert "'giulia' is not an administrator" in str(raised.value)
+    return raised.value
+
+
+def provoke_not_current(url: str, giulia: Identity) -> NotCurrent:
+    with MemoryEngine(url) as engine:
+        engine.grant_admin("acme", "anna")
+        first = engine.remember(giulia, "hours", "Acme opens at nine", scope="account")
+        now = engine.correct(giulia, "hours", "Acme opens at ten")
+        with pytest.raises(NotCurrent) as raised:
+            engine.confirm(replace(giulia, user="anna"), first.id)
+    assert raised.value.current_fact_id == now.id and f"fact {first.id}" in str(raised.value)
+    return raised.value
+
+
+def provoke_limit_exceeded(url: str, giulia: Identity) -> LimitExceeded:
+    with MemoryEngine(url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome", max_facts=1)
+        with pytest.raises(LimitExceeded) as raised:
+            engine.remember(giulia, "diet", "Giulia is vegetarian", max_facts=1)
+    assert "(max_facts)" in str(raised.value) and "'diet'" in str(raised.value)
+    return raised.value
+
+
+def provoke_schema_version_error(url: str, giulia: Identity) -> SchemaVersionError:
+    MemoryEngine(url).close()
+    db = sa.create_engine(url)
+    with db.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '9999'"))
+    db.dispose()
+    with pytest.raises(SchemaVersionError) as raised:
+        MemoryEngine(url)
+    assert raised.value.found == "9999" and raised.value.head == HEAD
+    assert "9999" in str(raised.value)
+    return raised.value
+
+
+PROVOKE: dict[type[KorelyError], Callable[[str, Identity], KorelyError]] = {
+    InvalidRequest: provoke_invalid_request,
+    NotFound: provoke_not_found,
+    PermissionDenied: provoke_permission_denied,
+    NotCurrent: provoke_not_current,
+    LimitExceeded: provoke_limit_exceeded,
+    SchemaVersionError: provoke_schema_version_error,
+}
+EXPORTED_ERRORS = sorted(
+    (
+        error
+        for error in (getattr(korely_memory, name) for name in korely_memory.__all__)
+        if isinstance(error, type) and issubclass(error, BaseException)
+    ),
+    key=lambda error: error.__name__,
+)
+
+
+def test_every_exported_error_is_a_korely_error_with_a_code_of_its_own() -> None:
+    assert KorelyError in EXPORTED_ERRORS
+    assert all(issubclass(error, KorelyError) for error in EXPORTED_ERRORS)
+    codes = [error.code for error in EXPORTED_ERRORS]
+    assert len(set(codes)) == len(codes), codes
+    assert all(code and code == code.lower() for code in codes)
+    assert set(PROVOKE) == set(EXPORTED_ERRORS) - {KorelyError}, "an error with no case below"
+
+
+@pytest.mark.parametrize(
+    "error", sorted(PROVOKE, key=lambda e: e.__name__), ids=lambda e: e.__name__
+)
+def test_every_error_the_engine_raises_carries_its_code_and_data(
+    db_url: str, giulia: Identity, error: type[KorelyError]
+) -> None:
+    raised = PROVOKE[error](db_url, giulia)
+    assert type(raised) is error and isinstance(raised, KorelyError)
+    assert raised.code == error.code != KorelyError.code
+    assert raised.message == str(raised) and raised.message.strip()
 
 
 @pytest.mark.parametrize(
