@@ -81,7 +81,6 @@ def read_in_process(url: str, who: Identity, start: Any, done: Any, results: Any
 
 
 def test_told_once_with_processes_on_postgresql(postgresql_url: str, giulia: Identity) -> None:
-    engine = prepare(postgresql_url, giulia)
     ctx = multiprocessing.get_context("spawn")
     # Barriers reach a process only when handed over at its start.
     start, done, results = (
@@ -93,17 +92,17 @@ def test_told_once_with_processes_on_postgresql(postgresql_url: str, giulia: Ide
         ctx.Process(target=read_in_process, args=(postgresql_url, giulia, start, done, results))
         for _ in range(READERS)
     ]
-    for p in procs:
-        p.start()
-    try:
-        ended = drive(engine, giulia, start, done)
-        told = [i for _ in procs for i in results.get(timeout=120)]
-    finally:
+    with prepare(postgresql_url, giulia) as engine:
         for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-    told += settle_leftovers(engine, giulia)
+            p.start()
+        try:
+            ended = drive(engine, giulia, start, done)
+            told = [i for _ in procs for i in results.get(timeout=120)]
+        finally:
+            for p in procs:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.kill()
+        told += settle_leftovers(engine, giulia)
     assert sorted(told) == sorted(ended)
     assert all(p.exitcode == 0 for p in procs)
-    engine.close()

@@ -73,12 +73,11 @@ def test_a_bad_identity_is_the_application_s_mistake(engine: MemoryEngine) -> No
 
 
 def test_a_failing_database_is_a_neutral_sentence(db_url: str, giulia: Identity) -> None:
-    engine = MemoryEngine(db_url)
-    with engine.db.connect() as conn:
-        conn.execute(sa.text("DROP TABLE korely_fact_terms"))
-        conn.commit()
-    result = REMEMBER.run(engine, giulia, {"key": "k", "content": "c"})
-    engine.close()
+    with MemoryEngine(db_url) as engine:
+        with engine.db.connect() as conn:
+            conn.execute(sa.text("DROP TABLE korely_fact_terms"))
+            conn.commit()
+        result = REMEMBER.run(engine, giulia, {"key": "k", "content": "c"})
     assert not result.ok
     assert result.text == (
         "Not saved: the memory could not be reached just now; carry on without it and try again "
