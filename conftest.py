@@ -1,4 +1,5 @@
-"""Databases for every test of the project: a fresh SQLite file and a fresh PostgreSQL schema.
+"""Databases for every test of the project: a fresh SQLite file and a fresh PostgreSQL schema;
+and ``giulia``, the identity most tests act for.
 
 PostgreSQL is the one at ``$KORELY_TEST_POSTGRES_URL`` (default: the local
 server, user postgres, database test). Without it, its tests skip, unless
