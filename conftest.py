@@ -1,4 +1,5 @@
-"""Databases for every test of the project: a fresh SQLite file and a fresh PostgreSQL schema.
+"""Databases for every test of the project: a fresh SQLite file and a fresh PostgreSQL schema;
+and ``giulia``, the identity most tests act for.
 
 PostgreSQL is the one at ``$KORELY_TEST_POSTGRES_URL`` (default: the local
 server, user postgres, database test). Without it, its tests skip, unless
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import MemoryEngine
+from korely_memory import Identity, MemoryEngine
 
 POSTGRES_URL = os.environ.get(
     "KORELY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -89,6 +90,12 @@ def engine(db_url: str) -> Iterator[MemoryEngine]:
         yield eng
 
 
+@pytest.fixture
+def giulia() -> Identity:
+    """Giulia of the account acme, served by the support copilot: the person most tests act for."""
+    return Identity("acme", "giulia", "support-copilot")
+
+
 @pytest.fixture(autouse=True)
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail any connection that would leave this machine (the test databases are on loopback)."""
@@ -96,7 +103,10 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def local_only(connect: Connect) -> Connect:
-    """``connect``, refusing addresses other than loopback; also used by the examples' subprocesses."""
+    """``connect``, refusing addresses other than loopback.
+
+    The examples' subprocesses use it too.
+    """
 
     def guarded(sock: socket.socket, address: Any) -> Any:
         if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address[0]):

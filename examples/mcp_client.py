@@ -5,7 +5,8 @@
 It starts two `korely-mcp` servers over stdio, for Giulia's laptop and her phone (one memory,
 two reader names), and calls their tools with the MCP SDK's client: the laptop remembers
 where she lives, the phone corrects it, and the laptop is told of the change once. No model
-is involved: the calls are the ones a model would make. Needs `pip install . ./integrations/korely-mcp`.
+is involved: the calls are the ones a model would make.
+Needs `pip install . ./integrations/korely-mcp`.
 """
 
 from __future__ import annotations

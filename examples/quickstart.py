@@ -49,9 +49,8 @@ def main() -> None:
     )
     print("\n== Wednesday's block ==")
     print(block.text)
-    print(
-        f"\n({block.tokens} tokens of 300; {len(block.facts)} facts shown, {block.omitted} left out)"
-    )
+    shown = f"{len(block.facts)} facts shown, {block.omitted} left out"
+    print(f"\n({block.tokens} tokens of 300; {shown})")
     engine.close()
 
 

@@ -10,7 +10,6 @@ from click.testing import CliRunner, Result
 from korely_memory import Identity, MemoryEngine, Scope
 from korely_memory._cli import cli
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 MARCO = Identity("acme", "marco", "support-copilot")
 TEAM = Identity("acme", None, "night-shift")
 
@@ -35,15 +34,15 @@ def one_error(result: Result, code: str) -> str:
     return lines[0]
 
 
-def fill(url: str) -> dict[str, int]:
+def fill(url: str, giulia: Identity) -> dict[str, int]:
     """A memory with history, a proposal, an administrator, a memory and a change untold."""
     with MemoryEngine(url) as engine:
         engine.grant_admin("acme", "anna")
-        first = engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-        engine.get_context(GIULIA, "Where does Giulia live?", reader="support-bot")
-        engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
-        office = engine.remember(GIULIA, "office", "Acme's office is in Turin", scope=Scope.ACCOUNT)
+        first = engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        engine.get_context(giulia, "Where does Giulia live?", reader="support-bot")
+        engine.correct(giulia, "home-city", "Giulia lives in Milan")
+        office = engine.remember(giulia, "office", "Acme's office is in Turin", scope=Scope.ACCOUNT)
         hours = engine.remember(MARCO, "hours", "Acme opens at nine", scope=Scope.ACCOUNT)
-        engine.add_memory(GIULIA, "Giulia asked about her running shoes")
+        engine.add_memory(giulia, "Giulia asked about her running shoes")
         engine.remember(TEAM, "handover", "Check the overnight queue first")
     return {"rome": first.id, "office": office.id, "hours": hours.id}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
 import sqlalchemy as sa
 
 from korely_memory import MemoryEngine
@@ -9,10 +13,28 @@ from korely_memory._schema import Base
 
 
 def snapshot(engine: MemoryEngine) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of every table, in primary-key order: equal snapshots mean an unchanged database."""
+    """Every row of every table, in primary-key order.
+
+    Equal snapshots mean an unchanged database.
+    """
     out = {}
     with engine.db.connect() as conn:
         for table in Base.metadata.sorted_tables:
             rows = conn.execute(sa.select(table).order_by(*table.primary_key.columns)).all()
             out[table.name] = [tuple(r) for r in rows]
     return out
+
+
+@contextlib.contextmanager
+def statements(db: sa.Engine) -> Iterator[list[str]]:
+    """Every SQL statement ``db`` sends to the database while the block runs, in order."""
+    sent: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement)
+
+    sa.event.listen(db, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(db, "before_cursor_execute", record)

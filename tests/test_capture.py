@@ -9,7 +9,6 @@ import pytest
 from korely_memory import Fact, Identity, InvalidRequest, MemoryEngine, Operation
 from korely_memory.capture import extraction_prompt, operations_from
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 ADMIN = Identity("acme", "anna", "support-copilot")
 EXCERPT = [("user", "I moved to Milan last week."), ("assistant", "Noted, Milan it is.")]
 
@@ -26,12 +25,14 @@ class Scripted:
         return self.answers.pop(0)
 
 
-def test_a_capture_keeps_the_excerpt_and_writes_from_it(engine: MemoryEngine) -> None:
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-    engine.get_context(GIULIA, reader="bot")
+def test_a_capture_keeps_the_excerpt_and_writes_from_it(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, reader="bot")
     extractor = Scripted([Operation("replace", "home-city", "Giulia lives in Milan")])
 
-    report = engine.capture(GIULIA, EXCERPT, extractor=extractor)
+    report = engine.capture(giulia, EXCERPT, extractor=extractor)
 
     assert [(f.key, f.content) for f in extractor.shown[0][1]] == [
         ("home-city", "Giulia lives in Rome")
@@ -40,46 +41,48 @@ def test_a_capture_keeps_the_excerpt_and_writes_from_it(engine: MemoryEngine) ->
     (step,) = report.steps
     assert step.outcome == "replaced" and step.fact is not None
     assert step.fact.source_memory_id == report.memory.id
-    (old,) = [v for v in engine.history(GIULIA, "home-city") if not v.is_current]
+    (old,) = [v for v in engine.history(giulia, "home-city") if not v.is_current]
     assert old.end_cause == "read_from_memory"
-    told = engine.get_context(GIULIA, reader="bot")
+    told = engine.get_context(giulia, reader="bot")
     assert [c.cause for c in told.changed] == ["read_from_memory"]
-    assert engine.get_context(GIULIA, reader="bot").changed == ()  # told once
+    assert engine.get_context(giulia, reader="bot").changed == ()  # told once
 
-    engine.forget_memory(GIULIA, report.memory.id)  # what was read from it goes with it
-    assert engine.get_facts(GIULIA) == []
+    engine.forget_memory(giulia, report.memory.id)  # what was read from it goes with it
+    assert engine.get_facts(giulia) == []
 
 
 def test_capturing_the_same_excerpt_twice_writes_nothing_the_second_time(
     engine: MemoryEngine,
+    giulia: Identity,
 ) -> None:
     extractor = Scripted([Operation("record", "home-city", "Giulia lives in Milan")])
-    first = engine.capture(GIULIA, EXCERPT, extractor=extractor)
-    again = engine.capture(GIULIA, EXCERPT, extractor=extractor)
+    first = engine.capture(giulia, EXCERPT, extractor=extractor)
+    again = engine.capture(giulia, EXCERPT, extractor=extractor)
     assert first.steps[0].outcome == "recorded"
     assert again.already_captured and again.steps == () and len(extractor.shown) == 1
-    assert len(engine.search_memories(GIULIA, "Milan")) == 1
+    assert len(engine.search_memories(giulia, "Milan")) == 1
 
 
-def test_what_the_key_already_says_changes_nothing(engine: MemoryEngine) -> None:
-    kept = engine.remember(GIULIA, "home-city", "Giulia lives in Milan")
+def test_what_the_key_already_says_changes_nothing(engine: MemoryEngine, giulia: Identity) -> None:
+    kept = engine.remember(giulia, "home-city", "Giulia lives in Milan")
     extractor = Scripted([Operation("record", "home-city", "Giulia lives in Milan")])
-    (step,) = engine.capture(GIULIA, EXCERPT, extractor=extractor).steps
+    (step,) = engine.capture(giulia, EXCERPT, extractor=extractor).steps
     assert step.outcome == "unchanged" and step.fact == kept
 
 
 def test_a_reworded_key_converges_when_the_model_reuses_the_key_it_was_shown(
     engine: MemoryEngine,
+    giulia: Identity,
 ) -> None:
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
 
     def reuses_keys(messages: Sequence[tuple[str, str]], facts: Sequence[Fact]) -> list[Operation]:
         # A model told to reuse keys: the city fact it was shown is the one to replace.
         key = next(f.key for f in facts if "lives" in f.content)
         return [Operation("replace", key, "Giulia lives in Milan")]
 
-    engine.capture(GIULIA, EXCERPT, extractor=reuses_keys)
-    assert [(f.key, f.content) for f in engine.get_facts(GIULIA)] == [
+    engine.capture(giulia, EXCERPT, extractor=reuses_keys)
+    assert [(f.key, f.content) for f in engine.get_facts(giulia)] == [
         ("home-city", "Giulia lives in Milan")
     ]
 
@@ -102,8 +105,10 @@ def test_account_facts_are_proposed_never_written(engine: MemoryEngine) -> None:
     assert sorted(p.key for p in engine.proposals("acme")) == ["hours", "loyalty"]
 
 
-def test_refused_operations_are_reported_and_the_rest_apply(engine: MemoryEngine) -> None:
-    engine.remember(GIULIA, "a", "one")
+def test_refused_operations_are_reported_and_the_rest_apply(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "a", "one")
     extractor = Scripted(
         [
             Operation("record", "#bad key!", "x"),
@@ -112,18 +117,18 @@ def test_refused_operations_are_reported_and_the_rest_apply(engine: MemoryEngine
             Operation("record", "c", "three"),
         ]
     )
-    report = engine.capture(GIULIA, EXCERPT, extractor=extractor, max_facts=2)
+    report = engine.capture(giulia, EXCERPT, extractor=extractor, max_facts=2)
     assert [s.outcome for s in report.steps] == ["refused", "refused", "recorded", "refused"]
     assert "max_facts" in (report.steps[3].reason or "")
-    assert sorted(f.key for f in engine.get_facts(GIULIA)) == ["a", "b"]
+    assert sorted(f.key for f in engine.get_facts(giulia)) == ["a", "b"]
 
 
-def test_a_dry_run_writes_nothing(engine: MemoryEngine) -> None:
+def test_a_dry_run_writes_nothing(engine: MemoryEngine, giulia: Identity) -> None:
     extractor = Scripted([Operation("record", "home-city", "Giulia lives in Milan")])
-    report = engine.capture(GIULIA, EXCERPT, extractor=extractor, dry_run=True)
+    report = engine.capture(giulia, EXCERPT, extractor=extractor, dry_run=True)
     assert report.dry_run and report.memory is None
     assert [s.outcome for s in report.steps] == ["recorded"]
-    assert engine.get_facts(GIULIA) == [] and engine.search_memories(GIULIA, "") == []
+    assert engine.get_facts(giulia) == [] and engine.search_memories(giulia, "") == []
 
 
 @pytest.mark.parametrize(
@@ -131,11 +136,13 @@ def test_a_dry_run_writes_nothing(engine: MemoryEngine) -> None:
     [None, "record home-city", [{"action": "rewrite", "key": "k"}], [{"key": "k"}], [7]],
     ids=repr,
 )
-def test_a_malformed_answer_writes_nothing(engine: MemoryEngine, answer: object) -> None:
+def test_a_malformed_answer_writes_nothing(
+    engine: MemoryEngine, answer: object, giulia: Identity
+) -> None:
     with pytest.raises(InvalidRequest) as refused:
-        engine.capture(GIULIA, EXCERPT, extractor=lambda m, f: answer)  # type: ignore[arg-type,return-value]
+        engine.capture(giulia, EXCERPT, extractor=lambda m, f: answer)  # type: ignore[arg-type,return-value]
     assert refused.value.field == "operations"
-    assert engine.search_memories(GIULIA, "") == []
+    assert engine.search_memories(giulia, "") == []
 
 
 def test_the_prompt_keeps_each_quoted_message_on_its_line() -> None:

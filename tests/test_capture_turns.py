@@ -8,13 +8,13 @@ import pytest
 from korely_memory import Identity, limits
 from korely_memory._capturing import Job, chunks
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 
-
-def test_a_later_turn_joins_a_waiting_capture_and_the_same_turn_ended_again_replaces_it() -> None:
-    first = Job(GIULIA, (("1", (("user", "Hi"), ("assistant", "Hello!"))),))
-    second = Job(GIULIA, (("2", (("user", "I live in Rome."),)),))
-    resumed = Job(GIULIA, (("2", (("user", "I live in Rome."), ("assistant", "Noted."))),))
+def test_a_later_turn_joins_a_waiting_capture_and_the_same_turn_ended_again_replaces_it(
+    giulia: Identity,
+) -> None:
+    first = Job(giulia, (("1", (("user", "Hi"), ("assistant", "Hello!"))),))
+    second = Job(giulia, (("2", (("user", "I live in Rome."),)),))
+    resumed = Job(giulia, (("2", (("user", "I live in Rome."), ("assistant", "Noted."))),))
 
     joined = first.joined(second).joined(resumed)
     assert joined.pairs == [

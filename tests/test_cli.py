@@ -7,13 +7,13 @@ import os
 import stat
 from pathlib import Path
 
-from korely_memory import MemoryEngine
+from korely_memory import Identity, MemoryEngine
 
 from .cli_helpers import MARCO, as_json, fill, korely, one_error
 
 
-def test_facts_shows_what_is_true_and_history_every_version(db_url: str) -> None:
-    ids = fill(db_url)
+def test_facts_shows_what_is_true_and_history_every_version(db_url: str, giulia: Identity) -> None:
+    ids = fill(db_url, giulia)
 
     shown = korely("--url", db_url, "facts", "acme", "giulia", "support-copilot")
     assert shown.exit_code == 0, shown.stderr
@@ -37,8 +37,10 @@ def test_facts_shows_what_is_true_and_history_every_version(db_url: str) -> None
     assert [f["content"] for f in then if f["key"] == "home-city"] == ["Giulia lives in Rome"]
 
 
-def test_history_lists_the_versions_of_a_key_and_an_empty_user_is_team_memory(db_url: str) -> None:
-    fill(db_url)
+def test_history_lists_the_versions_of_a_key_and_an_empty_user_is_team_memory(
+    db_url: str, giulia: Identity
+) -> None:
+    fill(db_url, giulia)
     versions = as_json(
         korely(
             "--json", "--url", db_url, "history", "acme", "giulia", "support-copilot", "home-city"
@@ -52,8 +54,8 @@ def test_history_lists_the_versions_of_a_key_and_an_empty_user_is_team_memory(db
     assert none.exit_code == 0 and none.stdout.strip() == "(no versions)"
 
 
-def test_review_lists_confirms_and_rejects_proposals(db_url: str) -> None:
-    ids = fill(db_url)
+def test_review_lists_confirms_and_rejects_proposals(db_url: str, giulia: Identity) -> None:
+    ids = fill(db_url, giulia)
     listed = korely("--url", db_url, "review", "acme")
     assert "Acme's office is in Turin" in listed.stdout and "Acme opens at nine" in listed.stdout
     assert korely("--url", db_url, "review", "list", "acme", "--agent", "other").stdout == (
@@ -78,8 +80,8 @@ def test_review_lists_confirms_and_rejects_proposals(db_url: str) -> None:
     assert [f.key for f in marco] == ["office"]
 
 
-def test_admins_lists_grants_and_revokes(db_url: str) -> None:
-    fill(db_url)
+def test_admins_lists_grants_and_revokes(db_url: str, giulia: Identity) -> None:
+    fill(db_url, giulia)
     assert as_json(korely("--url", db_url, "--json", "admins", "acme")) == ["anna"]
     granted = korely("--url", db_url, "admins", "grant", "acme", "giulia")
     assert granted.stdout == "giulia administers acme\n"
@@ -97,8 +99,10 @@ def test_admins_lists_grants_and_revokes(db_url: str) -> None:
     one_error(korely("--url", db_url, "admins", "grant", "acme", "a/b"), "invalid_request")
 
 
-def test_export_user_prints_or_writes_a_person_s_data(db_url: str, tmp_path: Path) -> None:
-    fill(db_url)
+def test_export_user_prints_or_writes_a_person_s_data(
+    db_url: str, tmp_path: Path, giulia: Identity
+) -> None:
+    fill(db_url, giulia)
     data = as_json(korely("--url", db_url, "export-user", "acme", "giulia"))
     assert data["format"] == "korely-user-export/1"
     assert [f["content"] for f in data["facts"]] == [
@@ -119,8 +123,8 @@ def test_export_user_prints_or_writes_a_person_s_data(db_url: str, tmp_path: Pat
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
 
 
-def test_erase_user_asks_first_then_prints_the_report(db_url: str) -> None:
-    fill(db_url)
+def test_erase_user_asks_first_then_prints_the_report(db_url: str, giulia: Identity) -> None:
+    fill(db_url, giulia)
     declined = korely("--url", db_url, "erase-user", "acme", "giulia", input="n\n")
     assert declined.exit_code == 1 and "korely: aborted: nothing was changed" in declined.stderr
     assert as_json(korely("--url", db_url, "export-user", "acme", "giulia"))["facts"]
@@ -137,8 +141,8 @@ def test_erase_user_asks_first_then_prints_the_report(db_url: str) -> None:
     assert again["account_facts_kept"] == 0 and again["facts"] == 1
 
 
-def test_trim_stats_and_scrub(db_url: str) -> None:
-    fill(db_url)
+def test_trim_stats_and_scrub(db_url: str, giulia: Identity) -> None:
+    fill(db_url, giulia)
     before = as_json(korely("--url", db_url, "--json", "stats"))
     assert {k: before[k] for k in ("accounts", "people", "facts", "fact_versions")} == {
         "accounts": 1,

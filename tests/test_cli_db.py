@@ -33,7 +33,7 @@ def set_revision(url: str, revision: str) -> None:
     db.dispose()
 
 
-def test_db_upgrade_creates_upgrades_and_is_then_a_no_op(db_url: str) -> None:
+def test_db_upgrade_creates_upgrades_and_is_then_a_no_op(db_url: str, giulia: Identity) -> None:
     before = korely("--url", db_url, "--json", "db", "current")
     if db_url.startswith("sqlite"):  # no file yet: only `db upgrade` makes one
         one_error(before, "not_found")
@@ -44,7 +44,7 @@ def test_db_upgrade_creates_upgrades_and_is_then_a_no_op(db_url: str) -> None:
     assert korely("--url", db_url, "db", "upgrade").stdout == f"upgraded from empty to {HEAD}\n"
     assert korely("--url", db_url, "db", "upgrade").stdout == f"already at {HEAD}\n"
     assert korely("--url", db_url, "db", "check").exit_code == 0
-    fill(db_url)
+    fill(db_url, giulia)
     assert as_json(korely("--url", db_url, "--json", "stats"))["facts"] == 4
 
 
@@ -116,8 +116,8 @@ def test_db_upgrade_sql_prints_what_an_upgrade_runs(db_url: str) -> None:
 # -- errors ------------------------------------------------------------------------------------
 
 
-def test_errors_are_one_line_with_a_code(sqlite_url: str, tmp_path: Path) -> None:
-    fill(sqlite_url)
+def test_errors_are_one_line_with_a_code(sqlite_url: str, tmp_path: Path, giulia: Identity) -> None:
+    fill(sqlite_url, giulia)
     one_error(korely("stats"), "invalid_request")  # no URL named
     assert "no database at" in one_error(
         korely("--url", f"sqlite:///{tmp_path}/typo.db", "stats"), "not_found"
@@ -156,8 +156,9 @@ def test_errors_are_one_line_with_a_code(sqlite_url: str, tmp_path: Path) -> Non
 
 def test_the_url_comes_from_the_environment_and_options_go_after_the_command(
     sqlite_url: str,
+    giulia: Identity,
 ) -> None:
-    fill(sqlite_url)
+    fill(sqlite_url, giulia)
     from_env = korely("--json", "admins", "acme", env={"KORELY_DATABASE_URL": sqlite_url})
     assert as_json(from_env) == ["anna"]
     after = korely("admins", "acme", "--url", sqlite_url, "--json")
@@ -171,8 +172,8 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
-def test_python_m_korely_memory_and_the_console_script(sqlite_url: str) -> None:
-    fill(sqlite_url)
+def test_python_m_korely_memory_and_the_console_script(sqlite_url: str, giulia: Identity) -> None:
+    fill(sqlite_url, giulia)
     done = run(sys.executable, "-m", "korely_memory", "--url", sqlite_url, "admins", "acme")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "anna"

@@ -5,23 +5,20 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
-import pytest
-
 from korely_memory import Identity, MemoryEngine
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 WRITERS = 8
 WRITES = 200
 
 
-def write_many(url: str, writer: int, errors: list[str] | None = None) -> int:
+def write_many(url: str, who: Identity, writer: int, errors: list[str] | None = None) -> int:
     """Record WRITES versions of one key; returns how many calls raised."""
     failed = 0
     with MemoryEngine(url) as engine:
         for n in range(WRITES):
             try:
                 verb = engine.correct if n % 3 == 2 else engine.remember
-                verb(GIULIA, "home-city", f"writer {writer} write {n}")
+                verb(who, "home-city", f"writer {writer} write {n}")
             except Exception as exc:  # the point of the test: nothing may reach the caller
                 failed += 1
                 if errors is not None:
@@ -29,8 +26,8 @@ def write_many(url: str, writer: int, errors: list[str] | None = None) -> int:
     return failed
 
 
-def check_outcome(engine: MemoryEngine) -> None:
-    history = engine.history(GIULIA, "home-city")
+def check_outcome(engine: MemoryEngine, who: Identity) -> None:
+    history = engine.history(who, "home-city")
     true_rows = [f for f in history if f.is_current]
     assert len(true_rows) == 1
     assert sorted(f.content for f in history) == sorted(
@@ -42,11 +39,11 @@ def check_outcome(engine: MemoryEngine) -> None:
     assert [f.replaced_by_id for f in history[:-1]] == [f.id for f in history[1:]]
 
 
-def test_racing_threads_on_sqlite(sqlite_url: str) -> None:
+def test_racing_threads(db_url: str, giulia: Identity) -> None:
     errors: list[str] = []
-    with MemoryEngine(sqlite_url) as engine:
+    with MemoryEngine(db_url) as engine:
         threads = [
-            threading.Thread(target=write_many, args=(sqlite_url, w, errors))
+            threading.Thread(target=write_many, args=(db_url, giulia, w, errors))
             for w in range(WRITERS)
         ]
         for t in threads:
@@ -54,40 +51,23 @@ def test_racing_threads_on_sqlite(sqlite_url: str) -> None:
         for t in threads:
             t.join()
         assert errors == []
-        check_outcome(engine)
+        check_outcome(engine, giulia)
 
 
-def test_racing_processes_on_postgresql(postgresql_url: str) -> None:
+def test_racing_processes_on_postgresql(postgresql_url: str, giulia: Identity) -> None:
     with MemoryEngine(postgresql_url):
         pass  # the schema exists before the writers start
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(WRITERS) as pool:
-        failures = pool.starmap(write_many, [(postgresql_url, w) for w in range(WRITERS)])
+        failures = pool.starmap(write_many, [(postgresql_url, giulia, w) for w in range(WRITERS)])
     assert failures == [0] * WRITERS
     with MemoryEngine(postgresql_url) as engine:
-        check_outcome(engine)
+        check_outcome(engine, giulia)
 
 
-def test_racing_threads_on_postgresql(postgresql_url: str) -> None:
-    errors: list[str] = []
-    with MemoryEngine(postgresql_url) as engine:
-        threads = [
-            threading.Thread(target=write_many, args=(postgresql_url, w, errors))
-            for w in range(WRITERS)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
-        check_outcome(engine)
-
-
-@pytest.mark.parametrize("backend", ["sqlite_url", "postgresql_url"])
-def test_racing_first_writes_of_a_new_key(request: pytest.FixtureRequest, backend: str) -> None:
+def test_racing_first_writes_of_a_new_key(db_url: str) -> None:
     """Nobody holds the key yet: the writers must still queue, not collide on the unique index."""
-    url = request.getfixturevalue(backend)
-    with MemoryEngine(url) as engine:
+    with MemoryEngine(db_url) as engine:
         barrier = threading.Barrier(WRITERS)
         errors: list[str] = []
 

@@ -3,36 +3,36 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from korely_memory import Identity, MemoryEngine
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
+from .helpers import statements
 
 
-def test_a_dropped_idle_connection_is_replaced_without_a_failed_call(postgresql_url: str) -> None:
+def test_a_dropped_idle_connection_is_replaced_without_a_failed_call(
+    postgresql_url: str, giulia: Identity
+) -> None:
     with MemoryEngine(postgresql_url) as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
         pids = idle_backends(engine)
         assert pids
         terminate(postgresql_url, pids)  # a restart, a failover, an idle timeout
-        assert "Giulia lives in Rome" in engine.get_context(GIULIA, "where").text
+        assert "Giulia lives in Rome" in engine.get_context(giulia, "where").text
         terminate(postgresql_url, idle_backends(engine))
-        assert engine.correct(GIULIA, "home-city", "Giulia lives in Milan").content.endswith(
+        assert engine.correct(giulia, "home-city", "Giulia lives in Milan").content.endswith(
             "Milan"
         )
         terminate(postgresql_url, idle_backends(engine))
-        assert [f.content for f in engine.get_facts(GIULIA)] == ["Giulia lives in Milan"]
+        assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Milan"]
 
 
-def test_a_read_pays_one_round_trip_on_postgresql(postgresql_url: str) -> None:
+def test_a_read_pays_one_round_trip_on_postgresql(postgresql_url: str, giulia: Identity) -> None:
     with MemoryEngine(postgresql_url) as engine:
         for i in range(40):
-            engine.remember(GIULIA, f"topic-{i}", f"Giulia prefers option {i} for invoices")
-        engine.get_context(GIULIA, "invoices")
-        sent: list[str] = []
-        event.listen(engine.db, "before_cursor_execute", lambda c, cur, s, *a: sent.append(s))
-        engine.get_context(GIULIA, "Which invoices does she want on paper?")
+            engine.remember(giulia, f"topic-{i}", f"Giulia prefers option {i} for invoices")
+        engine.get_context(giulia, "invoices")
+        with statements(engine.db) as sent:
+            engine.get_context(giulia, "Which invoices does she want on paper?")
         assert len(sent) == 1, sent  # no BEGIN, no liveness ping, no second statement
 
 

@@ -5,6 +5,8 @@ the next) when it is written in backticks in a heading of that section
 (``### `remember` · `aremember```) or as the first cell of a table row there
 (``| `MIN_BUDGET` | 50 | ... |``). ``docs/reference.md`` has one section per module and one for
 ``MemoryEngine``'s methods; each adapter's README has a section whose title says "reference".
+Every argument is described there too: of each engine method, and of each adapter export (the
+arguments the adapter declares, not those its framework's base classes bring).
 
 A Python block of README.md or docs/ runs as it is, in an empty directory with no network, unless
 the line before it is ``<!-- not run -->``.
@@ -220,13 +222,58 @@ def _adapter(module: str) -> object:
     return module
 
 
-@pytest.mark.parametrize("module", [_adapter(m) for m in ADAPTERS])
-def test_every_name_of_each_adapter_has_its_reference(module: str) -> None:
-    package: ModuleType = pytest.importorskip(module)
+def adapter_reference(module: str) -> str:
     readme = (ROOT / ADAPTERS[module]).read_text()
     found = [text for title, text in sections(readme, 2).items() if "reference" in title.lower()]
     assert found, f"{ADAPTERS[module]} has no section whose title says 'reference'"
-    assert sorted(set(package.__all__) - documented(found[0])) == []
+    return found[0]
+
+
+@pytest.mark.parametrize("module", [_adapter(m) for m in ADAPTERS])
+def test_every_name_of_each_adapter_has_its_reference(module: str) -> None:
+    package: ModuleType = pytest.importorskip(module)
+    assert sorted(set(package.__all__) - documented(adapter_reference(module))) == []
+
+
+def own_arguments(exported: object) -> dict[str, list[str]]:
+    """What an adapter's export takes, by callable: a function's arguments; a class's own
+    constructor arguments (or the fields it declares itself) and its ``from_*`` constructors'.
+    What a class inherits from its framework is the framework's to document."""
+    if inspect.isfunction(exported):
+        return {exported.__name__: _arguments(exported)}
+    if not isinstance(exported, type):
+        return {}
+    own = vars(exported)
+    if "__init__" in own:
+        found = {exported.__name__: _arguments(own["__init__"])[1:]}
+    else:
+        fields = getattr(exported, "model_fields", {})
+        declared = own.get("__annotations__", {})
+        found = {exported.__name__: [n for n in declared if n in fields]}
+    for name, value in own.items():
+        if name.startswith("from_") and isinstance(value, classmethod):
+            found[f"{exported.__name__}.{name}"] = _arguments(value.__func__)[1:]
+    return found
+
+
+def _arguments(function: object) -> list[str]:
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    parameters = inspect.signature(function).parameters.values()  # type: ignore[arg-type]
+    return [p.name for p in parameters if p.kind not in variadic]
+
+
+@pytest.mark.parametrize("module", [_adapter(m) for m in ADAPTERS])
+def test_every_argument_of_each_adapter_is_described(module: str) -> None:
+    package: ModuleType = pytest.importorskip(module)
+    text = adapter_reference(module)
+    undescribed = []
+    for name in package.__all__:
+        for where, arguments in own_arguments(getattr(package, name)).items():
+            called = where.rsplit(".", 1)[-1]  # a from_* constructor is described by name too
+            undescribed += [
+                f"{where}: `{a}`" for a in [called, *arguments] if not mentions(text, a)
+            ]
+    assert undescribed == []
 
 
 # -- Python blocks -----------------------------------------------------------------------------

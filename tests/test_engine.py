@@ -14,7 +14,6 @@ import pytest
 import korely_memory
 from korely_memory import Identity, MemoryEngine, NotFound
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -54,7 +53,8 @@ def test_public_names_are_pinned() -> None:
 def test_importing_the_engine_pulls_in_no_agent_framework() -> None:
     code = (
         "import sys, korely_memory\n"
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core', 'llama_index', 'openai')]\n"
+        "frameworks = ('langchain', 'langchain_core', 'llama_index', 'openai')\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in frameworks]\n"
         "print(bad)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -62,40 +62,40 @@ def test_importing_the_engine_pulls_in_no_agent_framework() -> None:
 
 
 def test_default_url_is_a_sqlite_file_in_the_working_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, giulia: Identity
 ) -> None:
     monkeypatch.delenv("KORELY_DATABASE_URL", raising=False)
     monkeypatch.chdir(tmp_path)
     with MemoryEngine() as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
     assert (tmp_path / "korely-memory.db").exists()
     with MemoryEngine() as again:
-        assert [f.content for f in again.get_facts(GIULIA)] == ["Giulia lives in Rome"]
+        assert [f.content for f in again.get_facts(giulia)] == ["Giulia lives in Rome"]
 
 
 def test_environment_url_is_used_when_none_is_given(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: str, giulia: Identity
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KORELY_DATABASE_URL", db_url)
     with MemoryEngine() as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
         assert engine.url.get_backend_name() == db_url.split(":")[0].split("+")[0]
     assert not (tmp_path / "korely-memory.db").exists()
     with MemoryEngine(db_url) as direct:
-        assert len(direct.get_facts(GIULIA)) == 1
+        assert len(direct.get_facts(giulia)) == 1
 
 
-def test_in_memory_sqlite_is_one_database_across_threads() -> None:
+def test_in_memory_sqlite_is_one_database_across_threads(giulia: Identity) -> None:
     with MemoryEngine("sqlite://") as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
         seen: list[int] = []
         errors: list[BaseException] = []
 
         def work(i: int) -> None:
             try:
-                engine.remember(GIULIA, f"k{i}", f"fact {i}")
-                seen.append(len(engine.get_facts(GIULIA)))
+                engine.remember(giulia, f"k{i}", f"fact {i}")
+                seen.append(len(engine.get_facts(giulia)))
             except BaseException as exc:
                 errors.append(exc)
 
@@ -105,24 +105,24 @@ def test_in_memory_sqlite_is_one_database_across_threads() -> None:
         for t in threads:
             t.join()
         assert errors == [] and min(seen) >= 2
-        assert len(engine.get_facts(GIULIA)) == 9
+        assert len(engine.get_facts(giulia)) == 9
 
 
-async def test_async_twins_give_the_same_results(engine: MemoryEngine) -> None:
-    rome = await engine.aremember(GIULIA, "home-city", "Giulia lives in Rome")
-    milan = await engine.acorrect(GIULIA, "home-city", "Giulia lives in Milan")
-    assert await engine.aget_facts(GIULIA) == engine.get_facts(GIULIA) == [milan]
-    assert await engine.ahistory(GIULIA, "home-city") == engine.history(GIULIA, "home-city")
-    assert [f.id for f in engine.history(GIULIA, "home-city")] == [rome.id, milan.id]
-    ended = await engine.aforget(GIULIA, "home-city")
+async def test_async_twins_give_the_same_results(engine: MemoryEngine, giulia: Identity) -> None:
+    rome = await engine.aremember(giulia, "home-city", "Giulia lives in Rome")
+    milan = await engine.acorrect(giulia, "home-city", "Giulia lives in Milan")
+    assert await engine.aget_facts(giulia) == engine.get_facts(giulia) == [milan]
+    assert await engine.ahistory(giulia, "home-city") == engine.history(giulia, "home-city")
+    assert [f.id for f in engine.history(giulia, "home-city")] == [rome.id, milan.id]
+    ended = await engine.aforget(giulia, "home-city")
     assert ended.id == milan.id and ended.end_cause == "forgotten"
     with pytest.raises(NotFound):
-        await engine.aforget(GIULIA, "home-city")
-    engine.remember(GIULIA, "plan", "Pro plan")
-    assert (await engine.aget_context(GIULIA, "plan")).text == engine.get_context(
-        GIULIA, "plan"
+        await engine.aforget(giulia, "home-city")
+    engine.remember(giulia, "plan", "Pro plan")
+    assert (await engine.aget_context(giulia, "plan")).text == engine.get_context(
+        giulia, "plan"
     ).text
-    results = await asyncio.gather(*(engine.aremember(GIULIA, f"k{i}", f"v{i}") for i in range(5)))
+    results = await asyncio.gather(*(engine.aremember(giulia, f"k{i}", f"v{i}") for i in range(5)))
     assert len({f.id for f in results}) == 5
 
 

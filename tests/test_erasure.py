@@ -12,7 +12,6 @@ import sqlalchemy as sa
 from korely_memory import Identity, MemoryEngine, NotFound, PermissionDenied, _cache
 from korely_memory._schema import Base
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 ADMIN = Identity("acme", "anna", "support-copilot")
 SECRET = "zqdiabetesword"
 
@@ -26,54 +25,62 @@ def file_bytes(url: str) -> bytes:
 # -- forgetting with erase=True --------------------------------------------------------
 
 
-def test_forget_with_erase_removes_every_version_s_words(engine: MemoryEngine) -> None:
-    engine.remember(GIULIA, "health", f"Giulia has {SECRET} type 1")
-    engine.get_context(GIULIA, reader="bot")
-    engine.correct(GIULIA, "health", f"Giulia has {SECRET} type 2")
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+def test_forget_with_erase_removes_every_version_s_words(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "health", f"Giulia has {SECRET} type 1")
+    engine.get_context(giulia, reader="bot")
+    engine.correct(giulia, "health", f"Giulia has {SECRET} type 2")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
 
-    ended = engine.forget(GIULIA, "health", erase=True)
+    ended = engine.forget(giulia, "health", erase=True)
 
     assert ended.erased and ended.end_cause == "erased"
-    history = engine.history(GIULIA, "health")
+    history = engine.history(giulia, "health")
     assert len(history) == 2 and all(v.erased and v.content == "" for v in history)
-    assert [f.key for f in engine.get_facts(GIULIA)] == ["home-city"]
-    everything = engine.get_facts(GIULIA, include_invalidated=True)
+    assert [f.key for f in engine.get_facts(giulia)] == ["home-city"]
+    everything = engine.get_facts(giulia, include_invalidated=True)
     assert all(SECRET not in f.content for f in everything)
-    past = engine.get_facts(GIULIA, as_of=history[-1].valid_from)
+    past = engine.get_facts(giulia, as_of=history[-1].valid_from)
     assert all(SECRET not in f.content for f in past)
-    block = engine.get_context(GIULIA, reader="bot")
+    block = engine.get_context(giulia, reader="bot")
     assert SECRET not in block.text
     today = ended.ended_recorded_at.date().isoformat()  # type: ignore[union-attr]
     assert f"- no longer true: a fact that was erased ({today}, erased)" in block.text
-    assert engine.get_facts(GIULIA, reader="bot")[0].content == "Giulia lives in Rome"
+    assert engine.get_facts(giulia, reader="bot")[0].content == "Giulia lives in Rome"
 
 
-def test_forget_with_erase_leaves_no_word_in_the_sqlite_file(sqlite_url: str) -> None:
+def test_forget_with_erase_leaves_no_word_in_the_sqlite_file(
+    sqlite_url: str, giulia: Identity
+) -> None:
     with MemoryEngine(sqlite_url) as engine:
-        engine.remember(GIULIA, "health", f"Giulia has {SECRET}")
-        engine.get_context(GIULIA, f"{SECRET}?", reader="bot")
+        engine.remember(giulia, "health", f"Giulia has {SECRET}")
+        engine.get_context(giulia, f"{SECRET}?", reader="bot")
         assert SECRET.encode() in file_bytes(sqlite_url)
-        engine.forget(GIULIA, "health", erase=True)
+        engine.forget(giulia, "health", erase=True)
         assert SECRET.encode() not in file_bytes(sqlite_url)
 
 
-def test_a_non_administrator_may_not_erase_an_account_fact(engine: MemoryEngine) -> None:
+def test_a_non_administrator_may_not_erase_an_account_fact(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
     engine.grant_admin("acme", "anna")
     proposal = engine.remember(ADMIN, "loyalty", "Acme runs a loyalty program", scope="account")
     engine.confirm(ADMIN, proposal.id)
     with pytest.raises(PermissionDenied):
-        engine.forget(GIULIA, "loyalty", erase=True)
+        engine.forget(giulia, "loyalty", erase=True)
     assert engine.forget(ADMIN, "loyalty", erase=True).erased
 
 
 # -- erasure: the files ------------------------------------------------------------------
 
 
-def test_erasure_says_when_a_reader_kept_the_log_from_being_emptied(tmp_path: Path) -> None:
+def test_erasure_says_when_a_reader_kept_the_log_from_being_emptied(
+    tmp_path: Path, giulia: Identity
+) -> None:
     url = f"sqlite:///{tmp_path}/korely.db"
     with MemoryEngine(url, write_wait=0.3) as engine:
-        engine.remember(GIULIA, "health", f"Giulia has {SECRET}")
+        engine.remember(giulia, "health", f"Giulia has {SECRET}")
         backup = sqlite3.connect(tmp_path / "korely.db")
         backup.execute("BEGIN")
         backup.execute("SELECT count(*) FROM korely_facts").fetchall()  # holds a snapshot
@@ -87,18 +94,22 @@ def test_erasure_says_when_a_reader_kept_the_log_from_being_emptied(tmp_path: Pa
         assert SECRET.encode() not in file_bytes(url)
 
 
-def test_erasure_empties_the_log_at_once_when_nobody_holds_it(sqlite_url: str) -> None:
+def test_erasure_empties_the_log_at_once_when_nobody_holds_it(
+    sqlite_url: str, giulia: Identity
+) -> None:
     with MemoryEngine(sqlite_url) as engine:
-        engine.remember(GIULIA, "health", f"Giulia has {SECRET}")
+        engine.remember(giulia, "health", f"Giulia has {SECRET}")
         assert engine.erase_user("acme", "giulia").scrubbed
         assert SECRET.encode() not in file_bytes(sqlite_url)
 
 
-def test_postgresql_erasure_is_logical_until_scrubbed(postgresql_url: str) -> None:
+def test_postgresql_erasure_is_logical_until_scrubbed(
+    postgresql_url: str, giulia: Identity
+) -> None:
     """Deleted rows stay in heap and index pages until VACUUM FULL rewrites the tables."""
     with MemoryEngine(postgresql_url) as engine:
-        engine.remember(GIULIA, "health", f"Giulia has {SECRET}")
-        engine.add_memory(GIULIA, f"Giulia spoke of {SECRET}")
+        engine.remember(giulia, "health", f"Giulia has {SECRET}")
+        engine.add_memory(giulia, f"Giulia spoke of {SECRET}")
         with engine.db.connect() as conn:
             conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
             conn.commit()
@@ -144,37 +155,39 @@ def pages_holding(engine: MemoryEngine, needle: str) -> list[str]:
 # -- forgetting a memory --------------------------------------------------------------
 
 
-def test_forgetting_a_memory_leaves_confirmed_account_facts_standing(engine: MemoryEngine) -> None:
+def test_forgetting_a_memory_leaves_confirmed_account_facts_standing(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
     engine.grant_admin("acme", "anna")
-    memory = engine.add_memory(GIULIA, "Giulia said the account runs a loyalty program")
+    memory = engine.add_memory(giulia, "Giulia said the account runs a loyalty program")
     proposal = engine.remember(
-        GIULIA,
+        giulia,
         "loyalty",
         "Acme runs a loyalty program",
         scope="account",
         source_memory_id=memory.id,
     )
     engine.confirm(ADMIN, proposal.id)
-    engine.remember(GIULIA, "pet", "Giulia has a cat", source_memory_id=memory.id)
+    engine.remember(giulia, "pet", "Giulia has a cat", source_memory_id=memory.id)
 
-    engine.forget_memory(GIULIA, memory.id)
+    engine.forget_memory(giulia, memory.id)
 
     (loyalty,) = [f for f in engine.get_facts(ADMIN) if f.key == "loyalty"]
     assert loyalty.content == "Acme runs a loyalty program" and loyalty.is_current
     assert loyalty.source_memory_id is None
-    assert [f.key for f in engine.get_facts(GIULIA)] == ["loyalty"]  # the cat went with it
+    assert [f.key for f in engine.get_facts(giulia)] == ["loyalty"]  # the cat went with it
 
 
 # -- ids are never reused ------------------------------------------------------------
 
 
-def test_ids_are_never_reused(engine: MemoryEngine) -> None:
-    first = engine.add_memory(GIULIA, "a note")
-    engine.forget_memory(GIULIA, first.id)
-    assert engine.add_memory(GIULIA, "another note").id > first.id
+def test_ids_are_never_reused(engine: MemoryEngine, giulia: Identity) -> None:
+    first = engine.add_memory(giulia, "a note")
+    engine.forget_memory(giulia, first.id)
+    assert engine.add_memory(giulia, "another note").id > first.id
 
     engine.grant_admin("acme", "anna")
-    proposal = engine.remember(GIULIA, "hours", "Open 9-17", scope="account")
+    proposal = engine.remember(giulia, "hours", "Open 9-17", scope="account")
     engine.erase_user("acme", "giulia")
     marco = Identity("acme", "marco", "support-copilot")
     newer = engine.remember(marco, "hours", "Open 8-18", scope="account")
@@ -203,7 +216,7 @@ def test_caches_stay_within_their_bytes_with_long_memories(sqlite_url: str) -> N
 # -- time ------------------------------------------------------------------------------
 
 
-def test_a_clock_that_steps_back_never_reorders_history(db_url: str) -> None:
+def test_a_clock_that_steps_back_never_reorders_history(db_url: str, giulia: Identity) -> None:
     moments = iter(
         [
             dt.datetime(2026, 11, 10, 12, tzinfo=dt.timezone.utc),
@@ -212,20 +225,22 @@ def test_a_clock_that_steps_back_never_reorders_history(db_url: str) -> None:
         ]
     )
     with MemoryEngine(db_url, clock=lambda: next(moments)) as engine:
-        rome = engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-        milan = engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
-        ended = engine.forget(GIULIA, "home-city")
-    history = [(v.content, v.recorded_at, v.ended_recorded_at) for v in engine_history(db_url)]
+        rome = engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        milan = engine.correct(giulia, "home-city", "Giulia lives in Milan")
+        ended = engine.forget(giulia, "home-city")
+    history = [
+        (v.content, v.recorded_at, v.ended_recorded_at) for v in engine_history(db_url, giulia)
+    ]
     assert [h[0] for h in history] == ["Giulia lives in Rome", "Giulia lives in Milan"]
     for _, recorded, ended_at in history:
         assert ended_at is not None and ended_at >= recorded
     assert milan.recorded_at >= rome.recorded_at and ended.id == milan.id
     with MemoryEngine(db_url) as engine:
         for moment in (rome.recorded_at, milan.recorded_at):
-            known = engine.get_facts(GIULIA, known_as_of=moment)
+            known = engine.get_facts(giulia, known_as_of=moment)
             assert len(known) <= 1
 
 
-def engine_history(url: str) -> list[object]:
+def engine_history(url: str, giulia: Identity) -> list[object]:
     with MemoryEngine(url) as engine:
-        return engine.history(GIULIA, "home-city")  # type: ignore[return-value]
+        return engine.history(giulia, "home-city")  # type: ignore[return-value]

@@ -15,31 +15,30 @@ from korely_memory import (
     UserExport,
 )
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 GIULIA_SALES = Identity("acme", "giulia", "sales-assistant")
 MARCO = Identity("acme", "marco", "support-copilot")
 ANNA = Identity("acme", "anna", "support-copilot")
 ELSEWHERE = Identity("globex", "giulia", "support-copilot")
 
 
-def people(engine: MemoryEngine) -> dict[str, int]:
+def people(engine: MemoryEngine, giulia: Identity) -> dict[str, int]:
     """Giulia's life in the memory, beside Marco's and another account's Giulia."""
     engine.grant_admin("acme", "anna")
     engine.grant_admin("acme", "giulia")
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-    engine.get_context(GIULIA, "Where does Giulia live?", reader="support-bot")
-    engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
-    engine.remember(GIULIA, "health", "Giulia is diabetic")
-    engine.forget(GIULIA, "health", erase=True)
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, "Where does Giulia live?", reader="support-bot")
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    engine.remember(giulia, "health", "Giulia is diabetic")
+    engine.forget(giulia, "health", erase=True)
     engine.remember(GIULIA_SALES, "budget", "Giulia spends up to 500 euros")
-    waiting = engine.remember(GIULIA, "office", "Acme's office is in Turin", scope=Scope.ACCOUNT)
-    refused = engine.remember(GIULIA, "holiday", "Acme closes in August", scope=Scope.ACCOUNT)
+    waiting = engine.remember(giulia, "office", "Acme's office is in Turin", scope=Scope.ACCOUNT)
+    refused = engine.remember(giulia, "holiday", "Acme closes in August", scope=Scope.ACCOUNT)
     engine.reject(ANNA, refused.id)
-    stated = engine.remember(GIULIA, "hours", "Acme opens at nine", scope=Scope.ACCOUNT)
+    stated = engine.remember(giulia, "hours", "Acme opens at nine", scope=Scope.ACCOUNT)
     engine.confirm(ANNA, stated.id)
     by_marco = engine.remember(MARCO, "wifi", "The wifi password is on the wall", scope="account")
-    engine.confirm(GIULIA, by_marco.id)
-    engine.add_memory(GIULIA, "Giulia asked about her running shoes")
+    engine.confirm(giulia, by_marco.id)
+    engine.add_memory(giulia, "Giulia asked about her running shoes")
     engine.add_memory(GIULIA_SALES, "Giulia asked for a discount")
     engine.remember(MARCO, "home-city", "Marco lives in Naples")
     engine.get_facts(MARCO, reader="giulia")  # a reader named after her
@@ -50,8 +49,9 @@ def people(engine: MemoryEngine) -> dict[str, int]:
 
 def test_an_export_holds_every_version_memory_proposal_and_mark_about_her(
     engine: MemoryEngine,
+    giulia: Identity,
 ) -> None:
-    ids = people(engine)
+    ids = people(engine, giulia)
 
     export = engine.export_user("acme", "giulia")
 
@@ -84,8 +84,8 @@ def test_an_export_holds_every_version_memory_proposal_and_mark_about_her(
     assert "invoice" not in everything
 
 
-def test_an_export_is_json_ready_data(engine: MemoryEngine) -> None:
-    people(engine)
+def test_an_export_is_json_ready_data(engine: MemoryEngine, giulia: Identity) -> None:
+    people(engine, giulia)
     data = json.loads(json.dumps(engine.export_user("acme", "giulia").to_dict()))
 
     assert data["format"] == "korely-user-export/1"
@@ -108,8 +108,10 @@ def test_an_export_is_json_ready_data(engine: MemoryEngine) -> None:
     assert "hold_token" not in json.dumps(data["marks"])
 
 
-def test_what_an_export_shows_is_what_erasure_removes(engine: MemoryEngine) -> None:
-    people(engine)
+def test_what_an_export_shows_is_what_erasure_removes(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    people(engine, giulia)
     shown = engine.export_user("acme", "giulia")
     report = engine.erase_user("acme", "giulia")
 
@@ -129,8 +131,8 @@ def test_what_an_export_shows_is_what_erasure_removes(engine: MemoryEngine) -> N
     assert engine.export_user("globex", "giulia").facts  # another account's Giulia stays
 
 
-async def test_the_async_twin_exports_the_same(engine: MemoryEngine) -> None:
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+async def test_the_async_twin_exports_the_same(engine: MemoryEngine, giulia: Identity) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
     export = await engine.aexport_user("acme", "giulia")
     assert [f.content for f in export.facts] == ["Giulia lives in Rome"]
     assert export.facts == engine.export_user("acme", "giulia").facts

@@ -10,7 +10,6 @@ import pytest
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 START = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.timezone.utc)
 
 
@@ -33,13 +32,13 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def held(db_url: str, clock: Clock) -> Iterator[MemoryEngine]:
+def held(db_url: str, clock: Clock, giulia: Identity) -> Iterator[MemoryEngine]:
     """An engine on the test's clock, with a change waiting for reader ``bot``."""
     with MemoryEngine(db_url, clock=clock) as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-        engine.get_context(GIULIA, reader="bot")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        engine.get_context(giulia, reader="bot")
         clock.advance(minutes=1)
-        engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
+        engine.correct(giulia, "home-city", "Giulia lives in Milan")
         yield engine
 
 
@@ -47,53 +46,53 @@ def told(block: object) -> list[str]:
     return [c.now.content if c.now else "gone" for c in block.changed]  # type: ignore[attr-defined]
 
 
-def test_a_held_change_is_spent_once_acknowledged(held: MemoryEngine) -> None:
-    block = held.get_context(GIULIA, reader="bot", hold=True)
+def test_a_held_change_is_spent_once_acknowledged(held: MemoryEngine, giulia: Identity) -> None:
+    block = held.get_context(giulia, reader="bot", hold=True)
     assert told(block) == ["Giulia lives in Milan"] and block.receipt
-    assert held.get_context(GIULIA, reader="bot").changed == ()  # held: no other read shows it
+    assert held.get_context(giulia, reader="bot").changed == ()  # held: no other read shows it
     assert held.acknowledge(block.receipt) == 1
     assert held.acknowledge(block.receipt) == 0  # twice: a no-op
-    assert held.get_context(GIULIA, reader="bot").changed == ()
+    assert held.get_context(giulia, reader="bot").changed == ()
 
 
 def test_a_hold_that_runs_out_unacknowledged_is_told_again(
-    held: MemoryEngine, clock: Clock
+    held: MemoryEngine, clock: Clock, giulia: Identity
 ) -> None:
-    lost = held.get_context(GIULIA, reader="bot", hold=dt.timedelta(minutes=5))
+    lost = held.get_context(giulia, reader="bot", hold=dt.timedelta(minutes=5))
     assert told(lost) == ["Giulia lives in Milan"]
     clock.advance(minutes=4)
-    assert held.get_context(GIULIA, reader="bot", hold=True).changed == ()
+    assert held.get_context(giulia, reader="bot", hold=True).changed == ()
     clock.advance(minutes=2)
-    again = held.get_context(GIULIA, reader="bot", hold=True)
+    again = held.get_context(giulia, reader="bot", hold=True)
     assert told(again) == ["Giulia lives in Milan"] and again.receipt != lost.receipt
     # The first read's answer came back late: its receipt no longer holds the change.
     assert held.acknowledge(lost.receipt) == 0  # type: ignore[arg-type]
     assert held.acknowledge(again.receipt) == 1  # type: ignore[arg-type]
     clock.advance(hours=1)
-    assert held.get_context(GIULIA, reader="bot", hold=True).changed == ()
+    assert held.get_context(giulia, reader="bot", hold=True).changed == ()
 
 
 def test_a_late_acknowledgement_still_spends_what_nobody_else_took(
-    held: MemoryEngine, clock: Clock
+    held: MemoryEngine, clock: Clock, giulia: Identity
 ) -> None:
-    block = held.get_context(GIULIA, reader="bot", hold=60)
+    block = held.get_context(giulia, reader="bot", hold=60)
     clock.advance(minutes=5)
     assert held.acknowledge(block.receipt) == 1  # type: ignore[arg-type]
-    assert held.get_context(GIULIA, reader="bot").changed == ()
+    assert held.get_context(giulia, reader="bot").changed == ()
 
 
-def test_two_reads_at_once_never_both_hold_a_change(db_url: str) -> None:
+def test_two_reads_at_once_never_both_hold_a_change(db_url: str, giulia: Identity) -> None:
     with MemoryEngine(db_url) as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-        engine.get_context(GIULIA, reader="bot")
-        engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        engine.get_context(giulia, reader="bot")
+        engine.correct(giulia, "home-city", "Giulia lives in Milan")
         engines = [MemoryEngine(db_url) for _ in range(6)]
         start = threading.Barrier(len(engines))
         blocks: list[object] = []
 
         def read(e: MemoryEngine) -> None:
             start.wait()
-            blocks.append(e.get_context(GIULIA, reader="bot", hold=True))
+            blocks.append(e.get_context(giulia, reader="bot", hold=True))
 
         threads = [threading.Thread(target=read, args=(e,)) for e in engines]
         for t in threads:
@@ -110,17 +109,17 @@ def test_two_reads_at_once_never_both_hold_a_change(db_url: str) -> None:
 
 
 def test_a_block_fitted_to_less_room_acknowledges_only_what_it_still_shows(
-    db_url: str, clock: Clock
+    db_url: str, clock: Clock, giulia: Identity
 ) -> None:
     with MemoryEngine(db_url, clock=clock) as engine:
         for i in range(3):
-            engine.remember(GIULIA, f"k{i}", f"Giulia's arrangement number {i}")
-        engine.get_context(GIULIA, reader="bot")
+            engine.remember(giulia, f"k{i}", f"Giulia's arrangement number {i}")
+        engine.get_context(giulia, reader="bot")
         clock.advance(minutes=1)
         for i in range(3):
             clock.advance(seconds=1)
-            engine.correct(GIULIA, f"k{i}", f"Giulia's new arrangement number {i}")
-        block = engine.get_context(GIULIA, reader="bot", hold=True, token_budget=400)
+            engine.correct(giulia, f"k{i}", f"Giulia's new arrangement number {i}")
+        block = engine.get_context(giulia, reader="bot", hold=True, token_budget=400)
         assert len(block.changed) == 3 and len(block.facts) == 3
         room = block.tokens
         smaller = block
@@ -132,20 +131,22 @@ def test_a_block_fitted_to_less_room_acknowledges_only_what_it_still_shows(
         assert len(smaller.changed) == 2 and smaller.receipt not in (None, block.receipt)
         assert engine.acknowledge(smaller.receipt) == 2  # type: ignore[arg-type]
         clock.advance(minutes=11)
-        retold = engine.get_context(GIULIA, reader="bot", token_budget=400)
+        retold = engine.get_context(giulia, reader="bot", token_budget=400)
         assert [c.was.key for c in retold.changed] == [block.changed[2].was.key]
 
 
-def test_without_a_hold_nothing_is_held(held: MemoryEngine) -> None:
-    block = held.get_context(GIULIA, reader="bot")
+def test_without_a_hold_nothing_is_held(held: MemoryEngine, giulia: Identity) -> None:
+    block = held.get_context(giulia, reader="bot")
     assert told(block) == ["Giulia lives in Milan"] and block.receipt is None
-    assert held.get_context(GIULIA, reader="bot", hold=True).changed == ()
+    assert held.get_context(giulia, reader="bot", hold=True).changed == ()
 
 
 @pytest.mark.parametrize("bad", [0, -1, dt.timedelta(days=2), "10m", float("nan")], ids=repr)
-def test_a_hold_that_is_no_period_is_refused_by_name(held: MemoryEngine, bad: object) -> None:
+def test_a_hold_that_is_no_period_is_refused_by_name(
+    held: MemoryEngine, bad: object, giulia: Identity
+) -> None:
     with pytest.raises(InvalidRequest) as refused:
-        held.get_context(GIULIA, reader="bot", hold=bad)  # type: ignore[arg-type]
+        held.get_context(giulia, reader="bot", hold=bad)  # type: ignore[arg-type]
     assert refused.value.field == "hold"
 
 
@@ -156,12 +157,12 @@ def test_a_receipt_no_block_carried_is_refused_by_name(held: MemoryEngine, bad: 
     assert refused.value.field == "receipt"
 
 
-def test_a_released_hold_is_told_again_at_once(held: MemoryEngine) -> None:
-    block = held.get_context(GIULIA, reader="bot", hold=True)
+def test_a_released_hold_is_told_again_at_once(held: MemoryEngine, giulia: Identity) -> None:
+    block = held.get_context(giulia, reader="bot", hold=True)
     assert told(block) == ["Giulia lives in Milan"]
     assert held.release(block.receipt) == 1  # type: ignore[arg-type]
     assert held.release(block.receipt) == 0  # type: ignore[arg-type]
-    again = held.get_context(GIULIA, reader="bot", hold=True)
+    again = held.get_context(giulia, reader="bot", hold=True)
     assert told(again) == ["Giulia lives in Milan"]
     assert held.acknowledge(block.receipt) == 0  # type: ignore[arg-type]  (released: not its)
     assert held.acknowledge(again.receipt) == 1  # type: ignore[arg-type]

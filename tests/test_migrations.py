@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from korely_memory import Identity, MemoryEngine, Scope
@@ -28,9 +27,8 @@ from korely_memory._migrations import (
 )
 from korely_memory._schema import Base
 
-from .helpers import snapshot
+from .helpers import snapshot, statements
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 MARCO = Identity("acme", "marco", "support-copilot")
 
 
@@ -52,21 +50,21 @@ def record(db: Engine, revision: str) -> None:
         conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = :r"), {"r": revision})
 
 
-def fill(url: str) -> None:
+def fill(url: str, giulia: Identity) -> None:
     """What an application writes: facts and their versions, a proposal, account facts, a
     forgotten fact, memories, read marks with changes waiting, administrators, an erasure."""
     with MemoryEngine(url, auto_upgrade=False) as engine:
         engine.grant_admin("acme", "anna")
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-        engine.remember(GIULIA, "diet", "Giulia is vegetarian")
-        engine.get_context(GIULIA, "Where does Giulia live?", reader="bot")
-        engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
-        engine.forget(GIULIA, "diet", erase=True)
-        engine.remember(GIULIA, "office", "Acme's office is in Turin", scope=Scope.ACCOUNT)
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        engine.remember(giulia, "diet", "Giulia is vegetarian")
+        engine.get_context(giulia, "Where does Giulia live?", reader="bot")
+        engine.correct(giulia, "home-city", "Giulia lives in Milan")
+        engine.forget(giulia, "diet", erase=True)
+        engine.remember(giulia, "office", "Acme's office is in Turin", scope=Scope.ACCOUNT)
         engine.remember(MARCO, "hours", "Acme opens at nine", scope=Scope.ACCOUNT)
         engine.confirm(Identity("acme", "anna", "support-copilot"), engine.proposals("acme")[-1].id)
-        memory = engine.add_memory(GIULIA, "Giulia asked about her order of running shoes")
-        engine.remember(GIULIA, "shoe-size", "Giulia wears 38", source_memory_id=memory.id)
+        memory = engine.add_memory(giulia, "Giulia asked about her order of running shoes")
+        engine.remember(giulia, "shoe-size", "Giulia wears 38", source_memory_id=memory.id)
         engine.add_memory(MARCO, "Marco asked for an invoice")
         engine.erase_user("acme", "someone-else")
 
@@ -156,11 +154,13 @@ def test_a_new_database_is_the_schema_the_revisions_build(db_url: str, db: Engin
 # -- upgrading -------------------------------------------------------------------------
 
 
-def test_an_upgrade_across_a_revision_keeps_every_row(db_url: str, db: Engine) -> None:
+def test_an_upgrade_across_a_revision_keeps_every_row(
+    db_url: str, db: Engine, giulia: Identity
+) -> None:
     migrate(db, "0001")
     # The engine writes as an earlier version would: the baseline's tables are all it touches.
     record(db, HEAD)
-    fill(db_url)
+    fill(db_url, giulia)
     record(db, "0001")
     before = rows_of(db)
     assert sum(len(rows) for rows in before.values()) > 30
@@ -172,9 +172,9 @@ def test_an_upgrade_across_a_revision_keeps_every_row(db_url: str, db: Engine) -
     with MemoryEngine(db_url, auto_upgrade=True) as engine:
         assert snapshot(engine) == before
         assert rows_of(db) == before
-        home = engine.history(GIULIA, "home-city")
+        home = engine.history(giulia, "home-city")
         assert [v.content for v in home] == ["Giulia lives in Rome", "Giulia lives in Milan"]
-        block = engine.get_context(GIULIA, "Where does Giulia live?", reader="bot")
+        block = engine.get_context(giulia, "Where does Giulia live?", reader="bot")
         assert "Giulia lives in Rome -> now: Giulia lives in Milan" in block.text
         assert "Acme opens at nine" in block.text
         assert engine.export_user("acme", "giulia").memories
@@ -223,13 +223,13 @@ def test_tables_without_a_revision_are_refused_until_stamped(db_url: str, db: En
 
 
 def test_an_application_s_own_tables_do_not_make_a_database_unversioned(
-    db_url: str, db: Engine
+    db_url: str, db: Engine, giulia: Identity
 ) -> None:
     with db.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE alembic_version (version_num VARCHAR(32))")
         conn.exec_driver_sql("INSERT INTO alembic_version VALUES ('app-head')")
     with MemoryEngine(db_url) as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
     with db.connect() as conn:
         assert state(conn) == HEAD
         assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == (
@@ -247,18 +247,16 @@ def test_auto_upgrade_must_be_a_bool(db_url: str) -> None:
 
 def test_a_start_on_a_current_database_is_one_query(db_url: str, db: Engine) -> None:
     MemoryEngine(db_url).close()
-    said: list[str] = []
-
-    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if not statement.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK", "SET")):
-            said.append(statement)
-
-    event.listen(db, "before_cursor_execute", count)
-    prepare(db, auto_upgrade=False)
+    with statements(db) as sent:
+        prepare(db, auto_upgrade=False)
+    framing = ("BEGIN", "COMMIT", "ROLLBACK", "SET")
+    said = [s for s in sent if not s.lstrip().upper().startswith(framing)]
     assert len(said) == 1 and VERSION_TABLE in said[0]
 
 
-def test_many_engines_starting_at_once_create_the_schema_once(db_url: str, db: Engine) -> None:
+def test_many_engines_starting_at_once_create_the_schema_once(
+    db_url: str, db: Engine, giulia: Identity
+) -> None:
     started = threading.Barrier(6)
     failures: list[BaseException] = []
 
@@ -266,7 +264,7 @@ def test_many_engines_starting_at_once_create_the_schema_once(db_url: str, db: E
         try:
             started.wait()
             with MemoryEngine(db_url) as engine:
-                engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+                engine.remember(giulia, "home-city", "Giulia lives in Rome")
         except BaseException as error:  # reported below
             failures.append(error)
 
@@ -306,14 +304,14 @@ def downgrade() -> None:
 
 
 def test_a_batch_revision_on_sqlite_keeps_the_rows_that_refer_to_a_copied_table(
-    sqlite_url: str, tmp_path: Path
+    sqlite_url: str, tmp_path: Path, giulia: Identity
 ) -> None:
     """Batch mode copies a table and drops the old one: with foreign keys on, the drop would
     cascade to every mark and word of the facts."""
     scripts = tmp_path / "scripts"
     shutil.copytree(Path(_alembic.__file__).parent, scripts)
     (scripts / "versions" / "v0003_batch.py").write_text(BATCH_REVISION.format(head=HEAD))
-    fill(sqlite_url)
+    fill(sqlite_url, giulia)
     db = create(resolve_url(sqlite_url))
     with db.connect() as conn:
         before = {

@@ -27,7 +27,6 @@ from korely_memory import (
 from korely_memory._identity import EndCause
 from korely_memory._schema import fact_terms, facts
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 ADMIN = Identity("acme", "anna", "support-copilot")
 
 
@@ -78,27 +77,27 @@ def in_thread(action: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
 
 
 def test_a_change_committed_between_a_read_and_its_marks_is_told(
-    engine: MemoryEngine, other: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+    engine: MemoryEngine, other: MemoryEngine, monkeypatch: pytest.MonkeyPatch, giulia: Identity
 ) -> None:
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
     between_snapshot_and_marks(
-        lambda: other.correct(GIULIA, "home-city", "Giulia lives in Milan"), monkeypatch
+        lambda: other.correct(giulia, "home-city", "Giulia lives in Milan"), monkeypatch
     )
-    first = engine.get_context(GIULIA, reader="support-bot")
+    first = engine.get_context(giulia, reader="support-bot")
     assert "Giulia lives in Rome" in first.text  # the snapshot, taken before the change
 
-    told = engine.get_context(GIULIA, reader="support-bot")
+    told = engine.get_context(giulia, reader="support-bot")
     assert [(c.was.content, c.now and c.now.content) for c in told.changed] == [
         ("Giulia lives in Rome", "Giulia lives in Milan")
     ]
-    assert engine.get_context(GIULIA, reader="support-bot").changed == ()
+    assert engine.get_context(giulia, reader="support-bot").changed == ()
 
 
 def test_a_change_whose_writer_is_mid_transaction_during_the_marks_is_told(
-    engine: MemoryEngine, other: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+    engine: MemoryEngine, other: MemoryEngine, monkeypatch: pytest.MonkeyPatch, giulia: Identity
 ) -> None:
     """The writer has ended the version (row locked, not committed) when the marks are written."""
-    rome = engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+    rome = engine.remember(giulia, "home-city", "Giulia lives in Rome")
     writer_started = threading.Event()
     release = threading.Event()
 
@@ -118,35 +117,39 @@ def test_a_change_whose_writer_is_mid_transaction_during_the_marks_is_told(
         threading.Timer(0.05, release.set).start()  # commits while the mark step waits
 
     between_snapshot_and_marks(start_writer_then_release_soon, monkeypatch)
-    first = engine.get_context(GIULIA, reader="support-bot")
+    first = engine.get_context(giulia, reader="support-bot")
     thread.join(5)
     assert "Giulia lives in Rome" in first.text
 
     # Whether the mark step waited for the writer or gave way to it, the change is told next.
-    told = engine.get_context(GIULIA, reader="support-bot")
+    told = engine.get_context(giulia, reader="support-bot")
     assert [(c.was.id, c.now) for c in told.changed] == [(rome.id, None)]
-    assert engine.get_context(GIULIA, reader="support-bot").changed == ()
+    assert engine.get_context(giulia, reader="support-bot").changed == ()
 
 
 def test_a_read_that_gave_way_has_its_facts_marked_by_the_next_read(
-    engine: MemoryEngine, other: MemoryEngine, db_url: str, monkeypatch: pytest.MonkeyPatch
+    engine: MemoryEngine,
+    other: MemoryEngine,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    giulia: Identity,
 ) -> None:
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-    holder = hold_the_mark_lock(db_url)
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    holder = hold_the_mark_lock(db_url, giulia)
     try:
-        first = engine.get_context(GIULIA, reader="support-bot")
+        first = engine.get_context(giulia, reader="support-bot")
     finally:
         holder()
     assert first.gave_way and first.changed_more is None and "Giulia lives in Rome" in first.text
 
-    other.correct(GIULIA, "home-city", "Giulia lives in Milan")
-    told = engine.get_context(GIULIA, reader="support-bot")
+    other.correct(giulia, "home-city", "Giulia lives in Milan")
+    told = engine.get_context(giulia, reader="support-bot")
     assert not told.gave_way
     assert [c.now and c.now.content for c in told.changed] == ["Giulia lives in Milan"]
-    assert engine.get_context(GIULIA, reader="support-bot").changed == ()
+    assert engine.get_context(giulia, reader="support-bot").changed == ()
 
 
-def hold_the_mark_lock(url: str) -> Callable[[], None]:
+def hold_the_mark_lock(url: str, giulia: Identity) -> Callable[[], None]:
     """Hold what a read's mark step needs for longer than it waits; returns the release."""
     holder = sa.create_engine(url)
     conn = holder.connect()
@@ -154,7 +157,7 @@ def hold_the_mark_lock(url: str) -> Callable[[], None]:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
     else:
         trans = conn.begin()
-        _versions.lock_person(conn, GIULIA.account, GIULIA.user, erasing=True)
+        _versions.lock_person(conn, giulia.account, giulia.user, erasing=True)
         assert trans.is_active
 
     def release() -> None:
@@ -174,10 +177,10 @@ def hold_the_mark_lock(url: str) -> Callable[[], None]:
     ],
 )
 def test_the_mark_step_gives_way_when_its_connection_is_gone(
-    postgresql_url: str, fault: str, monkeypatch: pytest.MonkeyPatch
+    postgresql_url: str, fault: str, monkeypatch: pytest.MonkeyPatch, giulia: Identity
 ) -> None:
     with MemoryEngine(postgresql_url) as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
         original = _marks.hand_over
 
         def broken(conn: sa.Connection, *args: Any) -> None:
@@ -186,12 +189,12 @@ def test_the_mark_step_gives_way_when_its_connection_is_gone(
             original(conn, *args)
 
         monkeypatch.setattr(_marks, "hand_over", broken)
-        block = engine.get_context(GIULIA, reader="support-bot")
+        block = engine.get_context(giulia, reader="support-bot")
         assert block.gave_way and block.changed_more is None
         assert "Giulia lives in Rome" in block.text
         monkeypatch.setattr(_marks, "hand_over", original)
-        engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
-        told = engine.get_context(GIULIA, reader="support-bot")
+        engine.correct(giulia, "home-city", "Giulia lives in Milan")
+        told = engine.get_context(giulia, reader="support-bot")
         assert [c.now and c.now.content for c in told.changed] == ["Giulia lives in Milan"]
 
 
@@ -199,17 +202,17 @@ def test_the_mark_step_gives_way_when_its_connection_is_gone(
 
 
 def test_a_write_racing_an_erasure_never_survives_under_the_pseudonym(
-    engine: MemoryEngine, other: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+    engine: MemoryEngine, other: MemoryEngine, monkeypatch: pytest.MonkeyPatch, giulia: Identity
 ) -> None:
     engine.grant_admin("acme", "anna")
-    shared = engine.remember(GIULIA, "loyalty", "Acme runs a loyalty program", scope="account")
+    shared = engine.remember(giulia, "loyalty", "Acme runs a loyalty program", scope="account")
     engine.confirm(ADMIN, shared.id)
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
     racing: list[Any] = []
 
     def write_during_the_erasure() -> None:
         thread, out = in_thread(
-            lambda: other.remember(GIULIA, "diagnosis", "Giulia has a private condition")
+            lambda: other.remember(giulia, "diagnosis", "Giulia has a private condition")
         )
         thread.join(0.5)  # on PostgreSQL the write waits for the erasure; SQLite's waits anyway
         racing.append((thread, out))
@@ -237,32 +240,32 @@ def test_a_write_racing_an_erasure_never_survives_under_the_pseudonym(
 
 
 def test_a_fact_read_from_a_memory_never_outlives_its_forgetting(
-    engine: MemoryEngine, other: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+    engine: MemoryEngine, other: MemoryEngine, monkeypatch: pytest.MonkeyPatch, giulia: Identity
 ) -> None:
-    memory = engine.add_memory(GIULIA, "Giulia said her daughter attends Liceo Manzoni")
+    memory = engine.add_memory(giulia, "Giulia said her daughter attends Liceo Manzoni")
     racing: list[Any] = []
 
     def read_a_fact_from_it_meanwhile() -> None:
         thread, out = in_thread(
             lambda: other.remember(
-                GIULIA, "school", "Daughter attends Liceo Manzoni", source_memory_id=memory.id
+                giulia, "school", "Daughter attends Liceo Manzoni", source_memory_id=memory.id
             )
         )
         thread.join(0.5)
         racing.append((thread, out))
 
     before(_versions, "erase_words", read_a_fact_from_it_meanwhile, monkeypatch)
-    engine.forget_memory(GIULIA, memory.id)
+    engine.forget_memory(giulia, memory.id)
     thread, out = racing[0]
     thread.join(10)
 
     assert isinstance(out[0], NotFound)  # it waited for the forgetting, then found no memory
     assert all(
-        "Manzoni" not in f.content for f in engine.get_facts(GIULIA, include_invalidated=True)
+        "Manzoni" not in f.content for f in engine.get_facts(giulia, include_invalidated=True)
     )
 
 
-def test_max_facts_holds_under_racing_writers(db_url: str) -> None:
+def test_max_facts_holds_under_racing_writers(db_url: str, giulia: Identity) -> None:
     engines = [MemoryEngine(db_url) for _ in range(8)]
     start = threading.Barrier(len(engines))
     refused: list[int] = []
@@ -271,7 +274,7 @@ def test_max_facts_holds_under_racing_writers(db_url: str) -> None:
         start.wait()
         for n in range(3):
             try:
-                engines[i].remember(GIULIA, f"key-{i}-{n}", f"fact {i} {n}", max_facts=10)
+                engines[i].remember(giulia, f"key-{i}-{n}", f"fact {i} {n}", max_facts=10)
             except Exception:  # LimitExceeded: the ceiling did its work
                 refused.append(i)
 
@@ -280,7 +283,7 @@ def test_max_facts_holds_under_racing_writers(db_url: str) -> None:
         t.start()
     for t in threads:
         t.join(30)
-    assert len(engines[0].get_facts(GIULIA)) == 10
+    assert len(engines[0].get_facts(giulia)) == 10
     assert len(refused) == 8 * 3 - 10
     for e in engines:
         e.close()

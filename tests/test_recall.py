@@ -11,59 +11,59 @@ from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory._schema import fact_terms, memory_terms
 from korely_memory.tools import RECALL
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 
-
-def crowd(engine: MemoryEngine, n: int = 200) -> None:
+def crowd(engine: MemoryEngine, giulia: Identity, n: int = 200) -> None:
     """A person with many facts about other things, then the one that matters."""
     for i in range(n):
-        engine.remember(GIULIA, f"pref-{i}", f"Giulia prefers option number {i} for topic {i % 7}")
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.remember(giulia, f"pref-{i}", f"Giulia prefers option number {i} for topic {i % 7}")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
 
 
-def test_other_word_forms_find_the_fact_among_many(engine: MemoryEngine) -> None:
-    crowd(engine)
+def test_other_word_forms_find_the_fact_among_many(engine: MemoryEngine, giulia: Identity) -> None:
+    crowd(engine, giulia)
     for query in ("Where do I live?", "living arrangements", "What about my home?"):
-        block = engine.get_context(GIULIA, query, token_budget=800)
+        block = engine.get_context(giulia, query, token_budget=800)
         assert "home-city" in {f.key for f in block.facts}, query
 
 
-def test_a_rare_word_outweighs_a_common_one_held_by_newer_facts(engine: MemoryEngine) -> None:
-    engine.remember(GIULIA, "daniele-city", "Daniele lives in Turin")
+def test_a_rare_word_outweighs_a_common_one_held_by_newer_facts(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "daniele-city", "Daniele lives in Turin")
     for i in range(250):  # newer, each holding the common word of the query
-        engine.remember(GIULIA, f"contact-{i}", f"Contact {i} lives in district {i}")
-    block = engine.get_context(GIULIA, "Where does Daniele live?", token_budget=300)
+        engine.remember(giulia, f"contact-{i}", f"Contact {i} lives in district {i}")
+    block = engine.get_context(giulia, "Where does Daniele live?", token_budget=300)
     assert block.omitted > 0  # chosen from the word index, not from every fact
     assert "daniele-city" in {f.key for f in block.facts}
 
 
-def test_the_block_says_how_many_facts_it_left_out(engine: MemoryEngine) -> None:
-    crowd(engine)
-    block = engine.get_context(GIULIA, "Where do I live?", token_budget=800)
+def test_the_block_says_how_many_facts_it_left_out(engine: MemoryEngine, giulia: Identity) -> None:
+    crowd(engine, giulia)
+    block = engine.get_context(giulia, "Where do I live?", token_budget=800)
     assert block.omitted > 100
     assert f"- {block.omitted} more facts not shown; recall finds them." in block.text
     assert block.tokens <= 800
 
 
-def test_search_looks_at_every_fact_not_a_page(engine: MemoryEngine) -> None:
-    crowd(engine, 400)
-    engine.remember(GIULIA, "pref-3", "Giulia prefers the northern region for deliveries")
-    block = engine.get_context(GIULIA, "option", token_budget=200)
-    found = engine.search(GIULIA, "northern deliveries", limit=3)
+def test_search_looks_at_every_fact_not_a_page(engine: MemoryEngine, giulia: Identity) -> None:
+    crowd(engine, giulia, 400)
+    engine.remember(giulia, "pref-3", "Giulia prefers the northern region for deliveries")
+    block = engine.get_context(giulia, "option", token_budget=200)
+    found = engine.search(giulia, "northern deliveries", limit=3)
     assert found.facts[0].key == "pref-3"
     assert "pref-3" not in {f.key for f in block.facts} or block.omitted == 0
-    assert engine.search(GIULIA, "zebra crossing").facts == ()
+    assert engine.search(giulia, "zebra crossing").facts == ()
 
 
-def test_case_and_accents_fold(engine: MemoryEngine) -> None:
-    engine.remember(GIULIA, "home-city", "Giulia vive a Città di Castello")
-    assert engine.search(GIULIA, "CITTA").facts[0].key == "home-city"
-    assert engine.search(GIULIA, "città").facts[0].key == "home-city"
+def test_case_and_accents_fold(engine: MemoryEngine, giulia: Identity) -> None:
+    engine.remember(giulia, "home-city", "Giulia vive a Città di Castello")
+    assert engine.search(giulia, "CITTA").facts[0].key == "home-city"
+    assert engine.search(giulia, "città").facts[0].key == "home-city"
 
 
-def test_stop_words_never_reach_the_index(engine: MemoryEngine) -> None:
-    engine.remember(GIULIA, "plan", "The plan is the one of the team")
-    engine.add_memory(GIULIA, "She said that the invoices were late")
+def test_stop_words_never_reach_the_index(engine: MemoryEngine, giulia: Identity) -> None:
+    engine.remember(giulia, "plan", "The plan is the one of the team")
+    engine.add_memory(giulia, "She said that the invoices were late")
     with engine.db.connect() as conn:
         words = set(conn.execute(sa.select(fact_terms.c.term)).scalars())
         said = set(conn.execute(sa.select(memory_terms.c.term)).scalars())
@@ -71,10 +71,10 @@ def test_stop_words_never_reach_the_index(engine: MemoryEngine) -> None:
     assert said == {"said", "invoic", "late"}
 
 
-def test_the_database_keeps_its_language(db_url: str) -> None:
+def test_the_database_keeps_its_language(db_url: str, giulia: Identity) -> None:
     with MemoryEngine(db_url, language="italian") as engine:
-        engine.remember(GIULIA, "casa", "Giulia abita a Roma")
-        assert engine.search(GIULIA, "abitare").facts  # abita, abitare: abit
+        engine.remember(giulia, "casa", "Giulia abita a Roma")
+        assert engine.search(giulia, "abitare").facts  # abita, abitare: abit
     with MemoryEngine(db_url) as engine:
         assert engine.language == "italian"
     with pytest.raises(InvalidRequest) as refused:
@@ -82,11 +82,11 @@ def test_the_database_keeps_its_language(db_url: str) -> None:
     assert refused.value.field == "language" and "'italian'" in str(refused.value)
 
 
-def test_no_language_folds_but_does_not_stem(sqlite_url: str) -> None:
+def test_no_language_folds_but_does_not_stem(sqlite_url: str, giulia: Identity) -> None:
     with MemoryEngine(sqlite_url, language=None) as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-        assert engine.search(GIULIA, "LIVES").facts
-        assert not engine.search(GIULIA, "living").facts
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        assert engine.search(giulia, "LIVES").facts
+        assert not engine.search(giulia, "living").facts
 
 
 def test_an_unknown_language_is_refused_by_name(sqlite_url: str) -> None:
@@ -95,21 +95,25 @@ def test_an_unknown_language_is_refused_by_name(sqlite_url: str) -> None:
     assert refused.value.field == "language"
 
 
-def test_memories_are_found_by_their_words_among_many_long_ones(engine: MemoryEngine) -> None:
+def test_memories_are_found_by_their_words_among_many_long_ones(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
     filler = "The weekly call went over the usual agenda items once more. " * 250
     for i in range(30):
-        engine.add_memory(GIULIA, f"Call {i}. {filler}"[:16_000])
-    wanted = engine.add_memory(GIULIA, "Giulia said her daughter started at Liceo Manzoni")
-    block = engine.get_context(GIULIA, "which school does the daughter attend", token_budget=800)
+        engine.add_memory(giulia, f"Call {i}. {filler}"[:16_000])
+    wanted = engine.add_memory(giulia, "Giulia said her daughter started at Liceo Manzoni")
+    block = engine.get_context(giulia, "which school does the daughter attend", token_budget=800)
     assert [m.id for m in block.memories][:1] == [wanted.id]
-    assert engine.search(GIULIA, "daughters", limit=2).memories[0].id == wanted.id
-    newest = engine.get_context(GIULIA, token_budget=300)
+    assert engine.search(giulia, "daughters", limit=2).memories[0].id == wanted.id
+    newest = engine.get_context(giulia, token_budget=300)
     assert newest.memories[0].id == wanted.id and newest.tokens <= 300
 
 
-def test_a_long_memory_is_shown_as_far_as_it_fits_and_kept_whole(engine: MemoryEngine) -> None:
-    long = engine.add_memory(GIULIA, "Giulia described the whole migration plan. " * 370)
-    block = engine.get_context(GIULIA, "migration", token_budget=400)
+def test_a_long_memory_is_shown_as_far_as_it_fits_and_kept_whole(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    long = engine.add_memory(giulia, "Giulia described the whole migration plan. " * 370)
+    block = engine.get_context(giulia, "migration", token_budget=400)
     (shown,) = block.memories
     assert shown.content == long.content  # the block's memory is the whole memory
     line = block.text.split("## Relevant memories\n")[1]
@@ -117,13 +121,13 @@ def test_a_long_memory_is_shown_as_far_as_it_fits_and_kept_whole(engine: MemoryE
     assert engine.count_tokens(block.text) == block.tokens
 
 
-def test_the_recall_tool_lists_keys_to_correct(engine: MemoryEngine) -> None:
-    crowd(engine)
-    result = RECALL.run(engine, GIULIA, {"query": "where does she live"})
+def test_the_recall_tool_lists_keys_to_correct(engine: MemoryEngine, giulia: Identity) -> None:
+    crowd(engine, giulia)
+    result = RECALL.run(engine, giulia, {"query": "where does she live"})
     assert result.ok
     assert "- home-city: Giulia lives in Rome (since " in result.text
     assert result.text.startswith("Facts kept (correct or forget one under its key):")
-    nothing = RECALL.run(engine, GIULIA, {"query": "zebra"})
+    nothing = RECALL.run(engine, giulia, {"query": "zebra"})
     assert nothing.ok and nothing.text == "Nothing kept is about 'zebra'."
 
 
@@ -147,31 +151,31 @@ class Embeddings:
         return [1.0, 0.0] if "Rome" in text or "live" in text else [0.0, 1.0]
 
 
-def test_vectors_are_kept_for_the_next_process(db_url: str) -> None:
+def test_vectors_are_kept_for_the_next_process(db_url: str, giulia: Identity) -> None:
     first = Embeddings()
     with MemoryEngine(db_url, embed=first, embed_model="toy-v1") as engine:
         for i in range(30):
-            engine.remember(GIULIA, f"food-{i}", f"Giulia enjoys dish number {i}")
-        engine.remember(GIULIA, "home", "Giulia is based in Rome")
-        engine.add_memory(GIULIA, "She asked about trains")
-        block = engine.get_context(GIULIA, "Where does she live?", token_budget=120)
+            engine.remember(giulia, f"food-{i}", f"Giulia enjoys dish number {i}")
+        engine.remember(giulia, "home", "Giulia is based in Rome")
+        engine.add_memory(giulia, "She asked about trains")
+        block = engine.get_context(giulia, "Where does she live?", token_budget=120)
         assert "home" in {f.key for f in block.facts}
         assert first.queries == ["Where does she live?"] and len(first.documents) >= 31
     again = Embeddings()
     with MemoryEngine(db_url, embed=again, embed_model="toy-v1") as engine:
-        engine.get_context(GIULIA, "Where does she live?", token_budget=120)
+        engine.get_context(giulia, "Where does she live?", token_budget=120)
     assert again.documents == []  # nothing stored was embedded again
     other_model = Embeddings()
     with MemoryEngine(db_url, embed=other_model, embed_model="toy-v2") as engine:
-        engine.get_context(GIULIA, "Where does she live?", token_budget=120)
+        engine.get_context(giulia, "Where does she live?", token_budget=120)
     assert len(other_model.documents) >= 31
 
 
-def test_erasure_takes_the_vectors_of_what_it_erases(db_url: str) -> None:
+def test_erasure_takes_the_vectors_of_what_it_erases(db_url: str, giulia: Identity) -> None:
     with MemoryEngine(db_url, embed=Embeddings(), embed_model="toy-v1") as engine:
-        engine.remember(GIULIA, "home", "Giulia is based in Rome")
-        engine.add_memory(GIULIA, "She said she lives near the Colosseum")
-        assert engine.search(GIULIA, "Where does she live?").facts
+        engine.remember(giulia, "home", "Giulia is based in Rome")
+        engine.add_memory(giulia, "She said she lives near the Colosseum")
+        assert engine.search(giulia, "Where does she live?").facts
         assert vector_count(engine) == 2
         engine.erase_user("acme", "giulia")
         assert vector_count(engine) == 0

@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory.tools import CORRECT, FORGET, MEMORY_TOOLS, REMEMBER, exchange_memories
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
 ADMIN = Identity("acme", "anna", "support-copilot")
 
 
@@ -30,12 +29,12 @@ def test_the_tools_are_remember_correct_forget_recall() -> None:
         assert not {"account", "user", "agent", "who"} & {a.name for a in tool.arguments}
 
 
-def test_a_write_answers_with_what_was_kept(engine: MemoryEngine) -> None:
-    done = REMEMBER.run(engine, GIULIA, {"key": "Home City", "content": " Giulia lives in Rome "})
+def test_a_write_answers_with_what_was_kept(engine: MemoryEngine, giulia: Identity) -> None:
+    done = REMEMBER.run(engine, giulia, {"key": "Home City", "content": " Giulia lives in Rome "})
     assert done.ok and done.text == "Remembered home-city: Giulia lives in Rome"
-    done = CORRECT.run(engine, GIULIA, {"key": "home-city", "content": "Giulia lives in Milan"})
+    done = CORRECT.run(engine, giulia, {"key": "home-city", "content": "Giulia lives in Milan"})
     assert done.ok and done.text == "Corrected home-city: Giulia lives in Milan"
-    assert FORGET.run(engine, GIULIA, {"key": "home-city"}).text == "Forgot home-city."
+    assert FORGET.run(engine, giulia, {"key": "home-city"}).text == "Forgot home-city."
 
 
 @pytest.mark.parametrize(
@@ -52,16 +51,18 @@ def test_a_write_answers_with_what_was_kept(engine: MemoryEngine) -> None:
     ],
 )
 def test_a_refused_call_is_a_sentence_and_writes_nothing(
-    engine: MemoryEngine, tool: object, arguments: dict[str, object], says: str
+    engine: MemoryEngine, tool: object, arguments: dict[str, object], says: str, giulia: Identity
 ) -> None:
-    result = tool.run(engine, GIULIA, arguments)  # type: ignore[attr-defined]
+    result = tool.run(engine, giulia, arguments)  # type: ignore[attr-defined]
     assert not result.ok and says in result.text
-    assert engine.get_facts(GIULIA, include_invalidated=True) == []
+    assert engine.get_facts(giulia, include_invalidated=True) == []
 
 
-def test_the_ceiling_is_a_sentence_that_says_what_to_do(engine: MemoryEngine) -> None:
-    REMEMBER.run(engine, GIULIA, {"key": "a", "content": "one"}, max_facts=1)
-    refused = REMEMBER.run(engine, GIULIA, {"key": "b", "content": "two"}, max_facts=1)
+def test_the_ceiling_is_a_sentence_that_says_what_to_do(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    REMEMBER.run(engine, giulia, {"key": "a", "content": "one"}, max_facts=1)
+    refused = REMEMBER.run(engine, giulia, {"key": "b", "content": "two"}, max_facts=1)
     assert not refused.ok and "correct or forget one" in refused.text
 
 
@@ -71,13 +72,12 @@ def test_a_bad_identity_is_the_application_s_mistake(engine: MemoryEngine) -> No
     assert raised.value.field == "user"
 
 
-def test_a_failing_database_is_a_neutral_sentence(db_url: str) -> None:
-    engine = MemoryEngine(db_url)
-    with engine.db.connect() as conn:
-        conn.execute(sa.text("DROP TABLE korely_fact_terms"))
-        conn.commit()
-    result = REMEMBER.run(engine, GIULIA, {"key": "k", "content": "c"})
-    engine.close()
+def test_a_failing_database_is_a_neutral_sentence(db_url: str, giulia: Identity) -> None:
+    with MemoryEngine(db_url) as engine:
+        with engine.db.connect() as conn:
+            conn.execute(sa.text("DROP TABLE korely_fact_terms"))
+            conn.commit()
+        result = REMEMBER.run(engine, giulia, {"key": "k", "content": "c"})
     assert not result.ok
     assert result.text == (
         "Not saved: the memory could not be reached just now; carry on without it and try again "
@@ -99,16 +99,18 @@ def test_through_the_tools_an_administrator_s_correction_is_a_proposal(
     assert [f.content for f in shared.get_facts(marco)] == ["Acme ended the program"]
 
 
-def test_through_the_tools_nobody_forgets_an_account_fact(shared: MemoryEngine) -> None:
-    for who in (ADMIN, GIULIA):
+def test_through_the_tools_nobody_forgets_an_account_fact(
+    shared: MemoryEngine, giulia: Identity
+) -> None:
+    for who in (ADMIN, giulia):
         result = FORGET.run(shared, who, {"key": "loyalty"})
         assert not result.ok and "only an administrator may forget it" in result.text
-    assert [f.key for f in shared.get_facts(GIULIA)] == ["loyalty"]
+    assert [f.key for f in shared.get_facts(giulia)] == ["loyalty"]
 
 
-def test_a_fact_about_the_whole_account_is_proposed(shared: MemoryEngine) -> None:
+def test_a_fact_about_the_whole_account_is_proposed(shared: MemoryEngine, giulia: Identity) -> None:
     result = REMEMBER.run(
-        shared, GIULIA, {"key": "hours", "content": "Open 9-17", "account_wide": True}
+        shared, giulia, {"key": "hours", "content": "Open 9-17", "account_wide": True}
     )
     assert result.ok and result.text.startswith("Proposed hours for the whole account")
     assert [p.key for p in shared.proposals("acme")] == ["hours"]
@@ -116,12 +118,13 @@ def test_a_fact_about_the_whole_account_is_proposed(shared: MemoryEngine) -> Non
 
 def test_the_writer_is_not_told_its_own_change_and_is_told_what_follows(
     engine: MemoryEngine,
+    giulia: Identity,
 ) -> None:
-    REMEMBER.run(engine, GIULIA, {"key": "home-city", "content": "Rome"}, reader="bot")
-    CORRECT.run(engine, GIULIA, {"key": "home-city", "content": "Milan"}, reader="bot")
-    assert engine.get_context(GIULIA, reader="bot").changed == ()
-    engine.correct(GIULIA, "home-city", "Turin")  # another agent, no reader
-    told = engine.get_context(GIULIA, reader="bot")
+    REMEMBER.run(engine, giulia, {"key": "home-city", "content": "Rome"}, reader="bot")
+    CORRECT.run(engine, giulia, {"key": "home-city", "content": "Milan"}, reader="bot")
+    assert engine.get_context(giulia, reader="bot").changed == ()
+    engine.correct(giulia, "home-city", "Turin")  # another agent, no reader
+    told = engine.get_context(giulia, reader="bot")
     assert [(c.was.content, c.now and c.now.content) for c in told.changed] == [("Milan", "Turin")]
 
 

@@ -5,15 +5,28 @@ The rules (names, keys, contents, moments, budgets, readers, holds) are in docs/
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine
+import korely_memory
+from korely_memory import (
+    Identity,
+    InvalidRequest,
+    KorelyError,
+    LimitExceeded,
+    MemoryEngine,
+    NotCurrent,
+    NotFound,
+    PermissionDenied,
+    SchemaVersionError,
+)
+from korely_memory._migrations import HEAD, VERSION_TABLE
 
 from .helpers import snapshot
-
-OK = Identity("acme", "giulia", "support-copilot")
 
 BAD_NAMES = [
     "",
@@ -45,32 +58,29 @@ BAD_CONTENT = ["", "   \n\t ", "x" * 2001, "nul\x00inside", None, 12, b"bytes"]
 
 
 def calls_with(field: str, bad: Any) -> list[tuple[str, Any]]:
-    """(label, thunk-maker) pairs: each call passes ``bad`` as ``field``."""
+    """(label, call) pairs: each call, given an engine and Giulia, passes ``bad`` as ``field``."""
     if field in ("account", "user", "agent"):
-        who = Identity(
-            **{"account": "acme", "user": "giulia", "agent": "support-copilot", field: bad}
-        )
         return [
-            ("remember", lambda e: e.remember(who, "k", "content")),
-            ("get_facts", lambda e: e.get_facts(who)),
-            ("get_context", lambda e: e.get_context(who)),
+            ("remember", lambda e, g: e.remember(replace(g, **{field: bad}), "k", "content")),
+            ("get_facts", lambda e, g: e.get_facts(replace(g, **{field: bad}))),
+            ("get_context", lambda e, g: e.get_context(replace(g, **{field: bad}))),
         ]
     if field == "reader":
         return [
-            ("get_facts", lambda e: e.get_facts(OK, reader=bad)),
-            ("get_context", lambda e: e.get_context(OK, reader=bad)),
+            ("get_facts", lambda e, g: e.get_facts(g, reader=bad)),
+            ("get_context", lambda e, g: e.get_context(g, reader=bad)),
         ]
     if field == "key":
         return [
-            ("remember", lambda e: e.remember(OK, bad, "content")),
-            ("correct", lambda e: e.correct(OK, bad, "content")),
-            ("forget", lambda e: e.forget(OK, bad)),
-            ("history", lambda e: e.history(OK, bad)),
+            ("remember", lambda e, g: e.remember(g, bad, "content")),
+            ("correct", lambda e, g: e.correct(g, bad, "content")),
+            ("forget", lambda e, g: e.forget(g, bad)),
+            ("history", lambda e, g: e.history(g, bad)),
         ]
     if field == "content":
         return [
-            ("remember", lambda e: e.remember(OK, "home-city", bad)),
-            ("correct", lambda e: e.correct(OK, "home-city", bad)),
+            ("remember", lambda e, g: e.remember(g, "home-city", bad)),
+            ("correct", lambda e, g: e.correct(g, "home-city", bad)),
         ]
     raise AssertionError(field)
 
@@ -85,13 +95,13 @@ CASES = (
 
 @pytest.mark.parametrize("field, bad", CASES, ids=[f"{f}={b!r:.20}" for f, b in CASES])
 def test_bad_input_is_refused_naming_the_field_and_changes_nothing(
-    engine: MemoryEngine, field: str, bad: Any
+    engine: MemoryEngine, field: str, bad: Any, giulia: Identity
 ) -> None:
-    engine.remember(OK, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
     before = snapshot(engine)
     for label, call in calls_with(field, bad):
         with pytest.raises(InvalidRequest) as caught:
-            call(engine)
+            call(engine, giulia)
         assert caught.value.field == field, label
         assert caught.value.code == "invalid_request"
         assert field in str(caught.value)
@@ -99,28 +109,30 @@ def test_bad_input_is_refused_naming_the_field_and_changes_nothing(
 
 
 OTHER_CASES = [
-    ("scope", lambda e: e.remember(OK, "k", "c", scope="galaxy")),
-    ("scope", lambda e: e.remember(OK, "k", "c", scope="account_rejected")),
-    ("valid_from", lambda e: e.remember(OK, "k", "c", valid_from="yesterday")),
-    ("at", lambda e: e.forget(OK, "home-city", at=3.5)),
-    ("as_of", lambda e: e.get_facts(OK, as_of="2026")),
-    ("known_as_of", lambda e: e.get_facts(OK, known_as_of=1)),
-    ("token_budget", lambda e: e.get_context(OK, token_budget=49)),
-    ("token_budget", lambda e: e.get_context(OK, token_budget=8001)),
-    ("token_budget", lambda e: e.get_context(OK, token_budget="800")),
-    ("max_facts", lambda e: e.remember(OK, "k", "c", max_facts=-1)),
-    ("source_memory_id", lambda e: e.remember(OK, "k", "c", source_memory_id="m1")),
-    ("fact_id", lambda e: e.confirm(OK, "seven")),
-    ("who", lambda e: e.remember(("acme", "giulia", "bot"), "k", "c")),
+    ("scope", lambda e, g: e.remember(g, "k", "c", scope="galaxy")),
+    ("scope", lambda e, g: e.remember(g, "k", "c", scope="account_rejected")),
+    ("valid_from", lambda e, g: e.remember(g, "k", "c", valid_from="yesterday")),
+    ("at", lambda e, g: e.forget(g, "home-city", at=3.5)),
+    ("as_of", lambda e, g: e.get_facts(g, as_of="2026")),
+    ("known_as_of", lambda e, g: e.get_facts(g, known_as_of=1)),
+    ("token_budget", lambda e, g: e.get_context(g, token_budget=49)),
+    ("token_budget", lambda e, g: e.get_context(g, token_budget=8001)),
+    ("token_budget", lambda e, g: e.get_context(g, token_budget="800")),
+    ("max_facts", lambda e, g: e.remember(g, "k", "c", max_facts=-1)),
+    ("source_memory_id", lambda e, g: e.remember(g, "k", "c", source_memory_id="m1")),
+    ("fact_id", lambda e, g: e.confirm(g, "seven")),
+    ("who", lambda e, g: e.remember(("acme", "giulia", "bot"), "k", "c")),
 ]
 
 
 @pytest.mark.parametrize("field, call", OTHER_CASES, ids=[c[0] for c in OTHER_CASES])
-def test_other_arguments_are_checked_too(engine: MemoryEngine, field: str, call: Any) -> None:
-    engine.remember(OK, "home-city", "Giulia lives in Rome")
+def test_other_arguments_are_checked_too(
+    engine: MemoryEngine, field: str, call: Any, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
     before = snapshot(engine)
     with pytest.raises(InvalidRequest) as caught:
-        call(engine)
+        call(engine, giulia)
     assert caught.value.field == field
     assert snapshot(engine) == before
 
@@ -135,17 +147,111 @@ def test_other_arguments_are_checked_too(engine: MemoryEngine, field: str, call:
         ("Two  Spaces", "two-spaces"),
     ],
 )
-def test_keys_are_normalised(engine: MemoryEngine, raw: str, normal: str) -> None:
-    assert engine.remember(OK, raw, "content").key == normal
+def test_keys_are_normalised(engine: MemoryEngine, raw: str, normal: str, giulia: Identity) -> None:
+    assert engine.remember(giulia, raw, "content").key == normal
 
 
-def test_content_is_trimmed_and_may_be_2000_characters(engine: MemoryEngine) -> None:
-    assert engine.remember(OK, "a", "  padded  ").content == "padded"
-    assert len(engine.remember(OK, "b", "y" * 2000).content) == 2000
+def test_content_is_trimmed_and_may_be_2000_characters(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    assert engine.remember(giulia, "a", "  padded  ").content == "padded"
+    assert len(engine.remember(giulia, "b", "y" * 2000).content) == 2000
 
 
-def test_errors_share_one_base() -> None:
-    assert issubclass(InvalidRequest, KorelyError) and issubclass(InvalidRequest, ValueError)
+def provoke_invalid_request(url: str, giulia: Identity) -> InvalidRequest:
+    with MemoryEngine(url) as engine, pytest.raises(InvalidRequest) as raised:
+        engine.remember(giulia, "home-city", "")
+    assert raised.value.field == "content" and isinstance(raised.value, ValueError)
+    assert str(raised.value).startswith("content: ")
+    return raised.value
+
+
+def provoke_not_found(url: str, giulia: Identity) -> NotFound:
+    with MemoryEngine(url) as engine, pytest.raises(NotFound) as raised:
+        engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    assert isinstance(raised.value, LookupError) and "'home-city'" in str(raised.value)
+    return raised.value
+
+
+def provoke_permission_denied(url: str, giulia: Identity) -> PermissionDenied:
+    with MemoryEngine(url) as engine:
+        proposal = engine.remember(giulia, "hours", "Acme opens at nine", scope="account")
+        with pytest.raises(PermissionDenied) as raised:
+            engine.confirm(giulia, proposal.id)
+    assert "'giulia' is not an administrator" in str(raised.value)
+    return raised.value
+
+
+def provoke_not_current(url: str, giulia: Identity) -> NotCurrent:
+    with MemoryEngine(url) as engine:
+        engine.grant_admin("acme", "anna")
+        first = engine.remember(giulia, "hours", "Acme opens at nine", scope="account")
+        now = engine.correct(giulia, "hours", "Acme opens at ten")
+        with pytest.raises(NotCurrent) as raised:
+            engine.confirm(replace(giulia, user="anna"), first.id)
+    assert raised.value.current_fact_id == now.id and f"fact {first.id}" in str(raised.value)
+    return raised.value
+
+
+def provoke_limit_exceeded(url: str, giulia: Identity) -> LimitExceeded:
+    with MemoryEngine(url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome", max_facts=1)
+        with pytest.raises(LimitExceeded) as raised:
+            engine.remember(giulia, "diet", "Giulia is vegetarian", max_facts=1)
+    assert "(max_facts)" in str(raised.value) and "'diet'" in str(raised.value)
+    return raised.value
+
+
+def provoke_schema_version_error(url: str, giulia: Identity) -> SchemaVersionError:
+    MemoryEngine(url).close()
+    db = sa.create_engine(url)
+    with db.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '9999'"))
+    db.dispose()
+    with pytest.raises(SchemaVersionError) as raised:
+        MemoryEngine(url)
+    assert raised.value.found == "9999" and raised.value.head == HEAD
+    assert "9999" in str(raised.value)
+    return raised.value
+
+
+PROVOKE: dict[type[KorelyError], Callable[[str, Identity], KorelyError]] = {
+    InvalidRequest: provoke_invalid_request,
+    NotFound: provoke_not_found,
+    PermissionDenied: provoke_permission_denied,
+    NotCurrent: provoke_not_current,
+    LimitExceeded: provoke_limit_exceeded,
+    SchemaVersionError: provoke_schema_version_error,
+}
+EXPORTED_ERRORS = sorted(
+    (
+        error
+        for error in (getattr(korely_memory, name) for name in korely_memory.__all__)
+        if isinstance(error, type) and issubclass(error, BaseException)
+    ),
+    key=lambda error: error.__name__,
+)
+
+
+def test_every_exported_error_is_a_korely_error_with_a_code_of_its_own() -> None:
+    assert KorelyError in EXPORTED_ERRORS
+    assert all(issubclass(error, KorelyError) for error in EXPORTED_ERRORS)
+    codes = [error.code for error in EXPORTED_ERRORS]
+    assert len(set(codes)) == len(codes), codes
+    assert all(code and code == code.lower() for code in codes)
+    assert set(PROVOKE) == set(EXPORTED_ERRORS) - {KorelyError}, "an error with no case below"
+
+
+@pytest.mark.parametrize(
+    "error", sorted(PROVOKE, key=lambda e: e.__name__), ids=lambda e: e.__name__
+)
+def test_every_error_the_engine_raises_carries_its_code_and_data(
+    db_url: str, giulia: Identity, error: type[KorelyError]
+) -> None:
+    raised = PROVOKE[error](db_url, giulia)
+    assert type(raised) is error and isinstance(raised, KorelyError)
+    assert raised.code == error.code != KorelyError.code
+    assert raised.message == str(raised) and raised.message.strip()
 
 
 @pytest.mark.parametrize(

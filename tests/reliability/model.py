@@ -51,7 +51,7 @@ class Note:
 
 @dataclass(frozen=True)
 class Told:
-    """A change a block tells: which version ended, what holds now (None: no longer true), and why."""
+    """A change a block tells: which version ended, what holds now (None: none), and why."""
 
     was: int
     now: int | None
@@ -117,7 +117,10 @@ class Model:
         return None
 
     def reaches(self, r: Row, who: Identity) -> bool:
-        """Whether ``who`` may see ``r`` at all: its own namespace, or a confirmed fact of its account and agent."""
+        """Whether ``who`` may see ``r`` at all.
+
+        Its own namespace, or a confirmed fact of its account and agent.
+        """
         if (r.account, r.agent) != (who.account, who.agent):
             return False
         return r.scope == ACCOUNT or (r.scope in (USER, PROPOSED) and r.owner == who.user)
@@ -280,7 +283,10 @@ class Model:
         return memory_id
 
     def erase_user(self, account: str, user: str) -> tuple[int, int, int, int]:
-        """Returns what goes, as the engine's report counts it: facts, memories, marks, account facts kept."""
+        """What goes, as the engine's report counts it.
+
+        Facts, memories, marks, and account facts kept.
+        """
         personal = {
             r.id
             for r in self.rows.values()
@@ -374,7 +380,10 @@ class Model:
         return link, end
 
     def _true_again(self, was: Row, now: Row | None) -> bool:
-        """A fact true again with the same words, in the row that replaced it or another of its namespace."""
+        """A fact true again with the same words.
+
+        In the row that replaced it, or in another of its namespace.
+        """
         if not was.content:
             return False
         if now is not None and now.content == was.content:

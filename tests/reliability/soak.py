@@ -1,4 +1,4 @@
-"""How hard the reliability suite pushes: CI figures by default, soak figures with ``KORELY_SOAK=1``.
+"""How hard the reliability suite pushes: CI figures by default, soak ones with ``KORELY_SOAK=1``.
 
 A soak run is meant to be run by hand; its figures go in the README. Every
 test adds what it did to a tally, which ``KORELY_RELIABILITY_TALLY`` (a file

@@ -1,4 +1,4 @@
-"""Bad input: whatever is passed, a call succeeds and round-trips, or raises InvalidRequest naming the field.
+"""Bad input: a call succeeds and round-trips, or raises InvalidRequest naming the field.
 
 Each argument is either a plain valid value or a wild one: text from every
 Unicode plane, control characters, NUL, lone surrogates, 10 MB strings, SQL and
@@ -22,8 +22,8 @@ from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, N
 from ..helpers import snapshot
 from .shape import shape_errors
 from .soak import scale, tally
+from .world import GIULIA
 
-GIULIA = Identity("acme", "giulia", "support")
 ANNA = Identity("acme", "anna", "support")
 HUGE = 10_000_000
 META = (
@@ -237,7 +237,10 @@ def check_call(engine: MemoryEngine, call: tuple[str, list[Any], dict[str, Any],
 
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_plain_arguments_are_accepted(engine: MemoryEngine, method: str) -> None:
-    """The baseline the wild values are measured against: with every argument plain, nothing is refused."""
+    """The baseline the wild values are measured against.
+
+    With every argument plain, nothing is refused.
+    """
     engine.grant_admin("acme", "anna")
     engine.remember(GIULIA, "home-city", "Giulia lives in Milan")
     plain = METHODS[method]

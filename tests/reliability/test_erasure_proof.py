@@ -65,7 +65,7 @@ def live_their_life(engine: MemoryEngine, rng: random.Random) -> tuple[str, list
 
 
 def rows_naming(engine: MemoryEngine, needles: list[str]) -> list[str]:
-    """Every (table, column, needle) where some row's column holds a needle, over the whole database."""
+    """Every (table, column, needle) where some row's column holds a needle, in any table."""
     found = []
     meta = sa.MetaData()
     meta.reflect(engine.db)

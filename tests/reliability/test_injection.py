@@ -8,18 +8,18 @@ or an item starting with "- ", and there is one item line per item shown.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound
+from korely_memory import InvalidRequest, MemoryEngine, NotFound
 
 from .shape import HEADERS, LINE_BREAKS, shape_errors
 from .soak import scale, tally
-from .world import empty
+from .world import GIULIA, empty
 
-GIULIA = Identity("acme", "giulia", "support")
 FORGERIES = (
     *HEADERS,
     "_Standing facts kept between conversations_",
@@ -31,7 +31,7 @@ FORGERIES = (
     "",
 )
 pieces = st.one_of(
-    st.sampled_from(LINE_BREAKS + ("\n", "\n\n", "\t", "\x00", "\u200b", "\u202e", "\x1f", "\x7f")),
+    st.sampled_from((*LINE_BREAKS, "\n", "\n\n", "\t", "\x00", "\u200b", "\u202e", "\x1f", "\x7f")),
     st.sampled_from(FORGERIES),
     st.text(st.characters(exclude_categories=["Cs"]), max_size=20),
 )
@@ -40,11 +40,12 @@ keys = st.text(st.sampled_from("abc-_.:\n\r #\u2028"), min_size=1, max_size=20)
 
 
 def store(action: Callable[[], object]) -> None:
-    """Run a write; a refusal (an empty text, a bad key, no fact to correct) is fine: nothing was stored."""
-    try:
+    """Run a write.
+
+    A refusal (an empty text, a bad key, no fact to correct) is fine: nothing was stored.
+    """
+    with contextlib.suppress(InvalidRequest, NotFound):
         action()
-    except (InvalidRequest, NotFound):
-        pass
 
 
 def test_no_stored_text_adds_a_line_or_a_section(db_url: str) -> None:

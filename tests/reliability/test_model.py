@@ -78,7 +78,10 @@ class EngineAgainstModel(RuleBasedStateMachine):
             self.get_context(who, "bot", None)
 
     def run(self, call: Callable[[], Any]) -> Outcome:
-        """The id the engine answered with, or the class of the error it raised (leaving nothing changed)."""
+        """The id the engine answered with, or the class of the error it raised.
+
+        An error leaves nothing changed.
+        """
         tally("model operations")
         before = snapshot(self.engine)
         try:
@@ -89,7 +92,10 @@ class EngineAgainstModel(RuleBasedStateMachine):
             return type(exc)
 
     def pick(self, data: st.DataObject, likely: list[Any], anything: list[Any], label: str) -> Any:
-        """Mostly one of ``likely`` (ids or keys that exist), sometimes anything, to reach the errors too."""
+        """Mostly one of ``likely`` (ids or keys that exist).
+
+        Sometimes anything, to reach the errors too.
+        """
         if likely and data.draw(st.integers(0, 4), label=f"{label} is likely") > 0:
             return data.draw(st.sampled_from(likely), label=label)
         return data.draw(st.sampled_from(anything), label=label)

@@ -41,8 +41,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, MemoryEngine
-from korely_memory import NotFound
+from korely_memory import Identity, MemoryEngine, NotFound
 
 from .soak import scale, tally
 

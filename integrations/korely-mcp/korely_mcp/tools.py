@@ -43,7 +43,6 @@ PREFIX = "korely_"
 Request = TypeVar("Request", ContextRequest, FactsRequest)
 
 
-
 @dataclass(frozen=True)
 class Caller:
     """Whose memory a call works on, and the reader name it reads under.

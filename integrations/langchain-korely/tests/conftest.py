@@ -15,12 +15,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, MemoryEngine
-
-
-@pytest.fixture
-def giulia() -> Identity:
-    return Identity(account="acme", user="giulia", agent="support-copilot")
+from korely_memory import MemoryEngine
 
 
 @pytest.fixture(params=["invoke", "ainvoke"])

@@ -63,13 +63,12 @@ DEMO = [
 
 def test_the_demo_captures_facts_and_a_correction_told_once(tmp_path: Path) -> None:
     assert run_demo(tmp_path, "--db", str(tmp_path / "chat.db")) == DEMO
-    engine = MemoryEngine(f"sqlite:///{tmp_path / 'chat.db'}")
     alex = Identity("demo", "Alex", "terminal-chatbot")
-    lisbon, porto = engine.history(alex, "home-city")
+    with MemoryEngine(f"sqlite:///{tmp_path / 'chat.db'}") as engine:
+        lisbon, porto = engine.history(alex, "home-city")
     # Both read from a conversation excerpt kept as a memory; the correction replaced the fact.
     assert lisbon.source_memory_id and porto.source_memory_id
     assert (lisbon.end_cause, lisbon.replaced_by_id) == ("read_from_memory", porto.id)
-    engine.close()
 
 
 def test_the_demo_stays_offline_and_in_memory_whatever_the_environment(tmp_path: Path) -> None:

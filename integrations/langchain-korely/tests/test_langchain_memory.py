@@ -20,6 +20,14 @@ CHANGED = "## Changed since you last read"
 MOVED = "was: Giulia lives in Rome -> now: Giulia lives in Milan"
 
 
+def legacy(classes: str) -> pytest.MarkDecorator:
+    """A test of the legacy chains KorelyMemory serves: LangChain warns that they are deprecated."""
+    return pytest.mark.filterwarnings(
+        f"ignore:The class `{classes}` was deprecated"
+        ":langchain_core._api.deprecation.LangChainDeprecationWarning"
+    )
+
+
 class RecordingLLM(FakeListLLM):
     prompts: list[str] = Field(default_factory=list)
 
@@ -108,7 +116,7 @@ def test_several_inputs_need_an_input_key(engine: MemoryEngine, giulia: Identity
     assert kept.content == "user: Where do I live?\n\nassistant: In Rome."
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@legacy("LLMChain")
 def test_a_legacy_chain_with_several_inputs_is_refused_rather_than_losing_the_message(
     engine: MemoryEngine, giulia: Identity
 ) -> None:
@@ -175,7 +183,7 @@ def test_clear_keeps_facts(engine: MemoryEngine, giulia: Identity) -> None:
     assert [f.key for f in engine.get_facts(giulia)] == ["home-city"]
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@legacy("ConversationChain")
 def test_a_legacy_conversation_chain_reads_the_facts(
     engine: MemoryEngine, giulia: Identity
 ) -> None:
@@ -194,7 +202,7 @@ def test_a_legacy_conversation_chain_reads_the_facts(
     assert kept.content == "user: Where do I live?\n\nassistant: You live in Rome."
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@legacy("(ConversationChain|ConversationBufferMemory|InMemoryChatMessageHistory)")
 def test_combined_with_a_buffer_the_chain_keeps_the_conversation_and_the_facts(
     engine: MemoryEngine, giulia: Identity
 ) -> None:

@@ -7,8 +7,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from korely_memory import ContextBlock, Identity, MemoryEngine
 from langchain_korely._turns import MAX_TURNS, REUSE_FOR, Turn, Turns, turn_of
 
-GIULIA = Identity("acme", "giulia", "support-copilot")
-
 
 class Clock:
     def __init__(self) -> None:
@@ -18,13 +16,13 @@ class Clock:
         return self.now
 
 
-def held_block() -> ContextBlock:
+def held_block(giulia: Identity) -> ContextBlock:
     """A real block whose change is held: it carries a receipt."""
     with MemoryEngine("sqlite://") as engine:
-        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-        engine.get_context(GIULIA, reader="bot")
-        engine.correct(GIULIA, "home-city", "Giulia lives in Milan")
-        block = engine.get_context(GIULIA, reader="bot", hold=True)
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        engine.get_context(giulia, reader="bot")
+        engine.correct(giulia, "home-city", "Giulia lives in Milan")
+        block = engine.get_context(giulia, reader="bot", hold=True)
     assert block.receipt is not None
     return block
 
@@ -33,14 +31,14 @@ def said(text: str, message_id: str) -> HumanMessage:
     return HumanMessage(content=text, id=message_id)
 
 
-def test_a_turn_is_the_latest_user_message_of_a_thread_for_an_identity() -> None:
+def test_a_turn_is_the_latest_user_message_of_a_thread_for_an_identity(giulia: Identity) -> None:
     config = {"configurable": {"thread_id": "t-1"}}
-    first = turn_of([said("Hi", "m-1")], config, GIULIA)
-    same_run = turn_of([said("Hi", "m-1"), AIMessage(content="Hello")], config, GIULIA)
+    first = turn_of([said("Hi", "m-1")], config, giulia)
+    same_run = turn_of([said("Hi", "m-1"), AIMessage(content="Hello")], config, giulia)
     next_turn = turn_of(
-        [said("Hi", "m-1"), AIMessage(content="Hello"), said("Hi", "m-2")], config, GIULIA
+        [said("Hi", "m-1"), AIMessage(content="Hello"), said("Hi", "m-2")], config, giulia
     )
-    other_thread = turn_of([said("Hi", "m-1")], {"configurable": {"thread_id": "t-2"}}, GIULIA)
+    other_thread = turn_of([said("Hi", "m-1")], {"configurable": {"thread_id": "t-2"}}, giulia)
     other_person = turn_of(
         [said("Hi", "m-1")], config, Identity("acme", "marco", "support-copilot")
     )
@@ -51,10 +49,10 @@ def test_a_turn_is_the_latest_user_message_of_a_thread_for_an_identity() -> None
     assert first.retry == next_turn.retry  # the same words sent again
 
 
-def test_a_kept_turn_is_found_until_it_is_written_finished_or_too_old() -> None:
+def test_a_kept_turn_is_found_until_it_is_written_finished_or_too_old(giulia: Identity) -> None:
     clock = Clock()
     turns = Turns(clock)
-    key = turn_of([said("Hi", "m-1")], {}, GIULIA)
+    key = turn_of([said("Hi", "m-1")], {}, giulia)
     assert turns.find(key) is None
     turn = Turn(None, "Hi", clock())
     turns.keep(key, turn)
@@ -73,13 +71,15 @@ def test_a_kept_turn_is_found_until_it_is_written_finished_or_too_old() -> None:
     assert turns.find(key) is None and len(turns) == 0
 
 
-def test_a_failed_turn_is_taken_up_by_the_same_words_sent_again_until_acknowledged() -> None:
+def test_a_failed_turn_is_taken_up_by_the_same_words_sent_again_until_acknowledged(
+    giulia: Identity,
+) -> None:
     clock = Clock()
     turns = Turns(clock)
-    failed_key = turn_of([said("Where do I live?", "m-1")], {}, GIULIA)
-    again = turn_of([said("Where do I live?", "m-2")], {}, GIULIA)
-    other = turn_of([said("Something else", "m-3")], {}, GIULIA)
-    turn = Turn(held_block(), "Where do I live?", clock())
+    failed_key = turn_of([said("Where do I live?", "m-1")], {}, giulia)
+    again = turn_of([said("Where do I live?", "m-2")], {}, giulia)
+    other = turn_of([said("Something else", "m-3")], {}, giulia)
+    turn = Turn(held_block(giulia), "Where do I live?", clock())
     turns.keep(failed_key, turn)
 
     assert turns.find(again) is None  # not failed: a run in progress keeps its own
@@ -89,21 +89,21 @@ def test_a_failed_turn_is_taken_up_by_the_same_words_sent_again_until_acknowledg
 
     turns.acknowledged(again, turn)
     turns.failed(again, turn)  # acknowledged: nothing left to tell again
-    assert turns.find(turn_of([said("Where do I live?", "m-4")], {}, GIULIA)) is None
+    assert turns.find(turn_of([said("Where do I live?", "m-4")], {}, giulia)) is None
 
 
-def test_a_turn_without_held_changes_is_never_taken_up() -> None:
+def test_a_turn_without_held_changes_is_never_taken_up(giulia: Identity) -> None:
     turns = Turns(Clock())
-    key = turn_of([said("Hi", "m-1")], {}, GIULIA)
+    key = turn_of([said("Hi", "m-1")], {}, giulia)
     turn = Turn(None, "Hi", 0.0)
     turns.failed(key, turn)
     assert len(turns) == 0
 
 
-def test_the_number_of_turns_kept_is_bounded() -> None:
+def test_the_number_of_turns_kept_is_bounded(giulia: Identity) -> None:
     clock = Clock()
     turns = Turns(clock)
-    keys = [turn_of([said("Hi", f"m-{i}")], {}, GIULIA) for i in range(MAX_TURNS + 10)]
+    keys = [turn_of([said("Hi", f"m-{i}")], {}, giulia) for i in range(MAX_TURNS + 10)]
     for key in keys:
         turns.keep(key, Turn(None, "Hi", clock()))
     assert len(turns) == MAX_TURNS

@@ -104,11 +104,6 @@ def script() -> Script:
 
 
 @pytest.fixture
-def giulia() -> Identity:
-    return Identity(account="acme", user="giulia", agent="support-copilot")
-
-
-@pytest.fixture
 def bob() -> Identity:
     return Identity(account="acme", user="bob", agent="support-copilot")
 

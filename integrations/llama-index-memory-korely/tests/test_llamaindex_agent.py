@@ -11,11 +11,6 @@ from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, korely_tools
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
-]
-
 NOTICE = "- was: Giulia lives in Rome -> now: Giulia lives in Milan"
 
 

@@ -14,10 +14,6 @@ from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, block_room
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
-]
 
 
 def user(text: str) -> ChatMessage:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -120,13 +120,12 @@ async def test_a_condense_plus_context_engine_gets_the_block_in_its_answer(
 # -- erasing the person's words from the chat store --------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def chat_store_url(request, tmp_path) -> Iterator[str]:
-    """An async SQLAlchemy URL for LlamaIndex's chat store, on SQLite and on PostgreSQL."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'chats.db'}"
-    else:
-        yield request.getfixturevalue("postgresql_url")
+@pytest.fixture
+def chat_store_url(db_url: str, tmp_path: Path) -> str:
+    """An async SQLAlchemy URL for LlamaIndex's chat store, on the backend of the engine's."""
+    if sa.make_url(db_url).get_backend_name() == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'chats.db'}"
+    return db_url
 
 
 async def test_erasing_a_persons_sessions_leaves_no_word_of_theirs(

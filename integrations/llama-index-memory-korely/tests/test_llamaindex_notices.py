@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory, StaticMemoryBlock
 
 from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock
-
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
-]
 
 NOTICE = "- was: Giulia lives in Rome -> now: Giulia lives in Milan"
 

