@@ -17,8 +17,8 @@ from langgraph.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
 
 from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, limits
-from korely_memory._capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
 from korely_memory.capture import Extractor
+from korely_memory.capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
 from langchain_korely._capturing import run_turn
 from langchain_korely._checks import check_options, check_tool_names, to_acknowledge
 from langchain_korely._events import watching

@@ -1,6 +1,7 @@
 """Capture of finished turns, the part every adapter shares: what an extractor and a capture count,
 how a turn's excerpt is split, joined and handed to `MemoryEngine.capture`, inline or in the
-background.
+background. Public for adapters (the LangChain and LlamaIndex ones are built on it); an
+application uses its adapter's `capture=` instead.
 
 An adapter only says when a turn is finished and what it said, as `(role, text)`
 pairs: the user's messages and the assistant's answers, no tool traffic. A
@@ -26,6 +27,19 @@ from ._errors import InvalidRequest
 from ._identity import Identity
 from ._types import Fact, Operation
 from .capture import Extractor, extraction_prompt, operations_from
+
+__all__ = [
+    "DEFAULT_DELAY",
+    "MAX_DELAY",
+    "CaptureControls",
+    "CaptureStats",
+    "Captures",
+    "ExtractorStats",
+    "Job",
+    "ModelExtractor",
+    "check_capture",
+    "chunks",
+]
 
 logger = logging.getLogger("korely_memory")
 
