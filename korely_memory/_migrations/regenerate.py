@@ -76,9 +76,13 @@ def _without_later(found: list[Any]) -> list[Any]:
 
 def render() -> str:
     """The baseline revision's source, before formatting."""
-    with sa.create_engine("sqlite://").connect() as conn:
-        context = MigrationContext.configure(conn, opts={**options(), "render_as_batch": False})
-        script = produce_migrations(context, Base.metadata)
+    empty = sa.create_engine("sqlite://")
+    try:
+        with empty.connect() as conn:
+            context = MigrationContext.configure(conn, opts={**options(), "render_as_batch": False})
+            script = produce_migrations(context, Base.metadata)
+    finally:
+        empty.dispose()  # its pool keeps the connection open otherwise
     upgrade = ops.UpgradeOps(_without_later(script.upgrade_ops_list[0].ops))
     downgrade = upgrade.reverse()
     settings: dict[str, Any] = {
