@@ -53,12 +53,37 @@ class RunView:
 
     A resolver written for tools (`runtime.config["configurable"][...]`) thus
     works in the middleware as well; every other attribute is the `Runtime`'s.
+
+    LangChain calls a middleware's model hook without the run's config; the
+    middleware reads it from the context variable LangChain sets for the run.
+    In an async run on Python 3.10 that variable is not set (asyncio tasks take
+    a context only from 3.11 on), so there `config` raises `InvalidRequest`
+    rather than let a resolver take an identity from an empty config.
     """
 
-    def __init__(self, runtime: Any, config: Mapping[str, Any], state: Any) -> None:
+    def __init__(self, runtime: Any, config: Mapping[str, Any] | None, state: Any) -> None:
         self._runtime = runtime
-        self.config = config
+        self._config = config
         self.state = state
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The run's config.
+
+        Raises:
+            InvalidRequest: The config is out of the middleware's sight (an async
+                run on Python 3.10); `field` is `identity_from`.
+        """
+        if self._config is None:
+            raise InvalidRequest(
+                "identity_from",
+                "the resolver reads the run's config, which LangChain does not give a "
+                "middleware's model hook in an async run on Python 3.10 (asyncio tasks carry "
+                "no context before 3.11): take the identity from the run's context "
+                "(agent.ainvoke(..., context=...)), invoke the agent synchronously, or use "
+                "Python 3.11 or newer.",
+            )
+        return self._config
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runtime, name)

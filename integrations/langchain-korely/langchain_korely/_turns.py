@@ -62,9 +62,19 @@ class TurnKey:
     query: str | None = field(compare=False)
 
 
-def turn_of(messages: Sequence[AnyMessage], config: Mapping[str, Any], who: Identity) -> TurnKey:
-    """The turn a run is in, from its messages and config."""
-    thread = (config.get("configurable") or {}).get("thread_id")
+def thread_of(config: Mapping[str, Any] | None, runtime: Any) -> Hashable | None:
+    """A run's thread: from its config, or from LangGraph's execution info when no config is seen.
+
+    An async run on Python 3.10 gives the middleware's model hook no config (see
+    `RunView`); LangGraph's `execution_info` has the same `thread_id` on every version.
+    """
+    if config is not None:
+        return (config.get("configurable") or {}).get("thread_id")
+    return getattr(getattr(runtime, "execution_info", None), "thread_id", None)
+
+
+def turn_of(messages: Sequence[AnyMessage], thread: Hashable | None, who: Identity) -> TurnKey:
+    """The turn a run is in, from its messages and its thread (`thread_of`)."""
     index = latest_user_message(messages)
     latest = messages[index] if index is not None else None
     query = (latest.text or None) if latest is not None else None

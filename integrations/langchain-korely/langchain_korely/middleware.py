@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -12,6 +12,7 @@ from langchain.agents.middleware.types import (
     ModelRequest,
     ModelResponse,
 )
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
@@ -24,7 +25,7 @@ from langchain_korely._checks import check_options, check_tool_names, to_acknowl
 from langchain_korely._events import watching
 from langchain_korely._identity import IdentityResolver, RunView, identity_from_context
 from langchain_korely._placement import Placement, with_block
-from langchain_korely._turns import Turn, TurnKey, Turns, turn_of
+from langchain_korely._turns import Turn, TurnKey, Turns, thread_of, turn_of
 from langchain_korely.tools import KorelyTool, check_tool_prefix, korely_tools
 
 logger = logging.getLogger("langchain_korely")
@@ -224,37 +225,53 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
             self._turns.acknowledged(key, turn)
         return response
 
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+    # LangGraph passes a node the run's config through a parameter annotated exactly
+    # `RunnableConfig` or `Optional[RunnableConfig]`; `RunnableConfig | None` is not passed.
+    def after_agent(
+        self,
+        state: AgentState[Any],
+        runtime: Runtime[Any],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045
+    ) -> None:
         """Forget the finished turn's block (nothing of it stays in the process); capture."""
-        finished = self._finished(state, runtime)
+        finished = self._finished(state, runtime, config)
         if finished is not None and self._captures is not None:
-            who, config, messages = finished
-            self._captures.finished(who, *run_turn(config, messages))
+            who, seen, messages = finished
+            self._captures.finished(who, *run_turn(seen, messages))
 
-    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+    async def aafter_agent(
+        self,
+        state: AgentState[Any],
+        runtime: Runtime[Any],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045
+    ) -> None:
         """Async twin of `after_agent`."""
-        finished = self._finished(state, runtime)
+        finished = self._finished(state, runtime, config)
         if finished is not None and self._captures is not None:
-            who, config, messages = finished
-            await self._captures.afinished(who, *run_turn(config, messages))
+            who, seen, messages = finished
+            await self._captures.afinished(who, *run_turn(seen, messages))
 
     def _finished(
-        self, state: AgentState[Any], runtime: Runtime[Any]
+        self, state: AgentState[Any], runtime: Runtime[Any], config: RunnableConfig | None
     ) -> tuple[Identity, Mapping[str, Any], list[Any]] | None:
-        config = var_child_runnable_config.get() or {}
+        if config is None:
+            config = var_child_runnable_config.get()
         try:
             who = self.identity_from(RunView(runtime, config, state))
         except KorelyError:  # a run without identity never read a block
             return None
         messages = _messages(state)
-        self._turns.finished(turn_of(messages, config, who))
-        return who, config, messages
+        self._turns.finished(turn_of(messages, thread_of(config, runtime), who))
+        return who, config or {}, messages
 
     def _turn_key(self, request: ModelRequest[Any]) -> TurnKey:
         check_tool_names(self.tools, request.tools, self.name)
-        config = var_child_runnable_config.get() or {}
+        # No config reaches this hook; the context variable has it, except in an async
+        # run on Python 3.10 (None: see RunView).
+        config = var_child_runnable_config.get()
         who = self.identity_from(RunView(request.runtime, config, request.state))
-        return turn_of(_messages(request.state) or request.messages, config, who)
+        messages = _messages(request.state) or request.messages
+        return turn_of(messages, thread_of(config, request.runtime), who)
 
     def _read(self, key: TurnKey) -> Turn:
         block: ContextBlock | None = None
@@ -294,9 +311,9 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
 
     def _written(self, runtime: Any) -> None:
         """A tool of this middleware wrote: the turn's next model call reads the memory again."""
-        config = getattr(runtime, "config", None) or {}
+        config = getattr(runtime, "config", None)
         who = self.identity_from(runtime)
-        self._turns.written(turn_of(_messages(runtime.state), config, who))
+        self._turns.written(turn_of(_messages(runtime.state), thread_of(config, runtime), who))
 
 
 def _messages(state: Any) -> list[Any]:

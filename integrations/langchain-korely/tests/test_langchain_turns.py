@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from langchain_core.messages import AIMessage, HumanMessage
 
 from korely_memory import ContextBlock, Identity, MemoryEngine
-from langchain_korely._turns import MAX_TURNS, REUSE_FOR, Turn, Turns, turn_of
+from langchain_korely._turns import MAX_TURNS, REUSE_FOR, Turn, Turns, thread_of, turn_of
 
 
 class Clock:
@@ -32,16 +34,13 @@ def said(text: str, message_id: str) -> HumanMessage:
 
 
 def test_a_turn_is_the_latest_user_message_of_a_thread_for_an_identity(giulia: Identity) -> None:
-    config = {"configurable": {"thread_id": "t-1"}}
-    first = turn_of([said("Hi", "m-1")], config, giulia)
-    same_run = turn_of([said("Hi", "m-1"), AIMessage(content="Hello")], config, giulia)
+    first = turn_of([said("Hi", "m-1")], "t-1", giulia)
+    same_run = turn_of([said("Hi", "m-1"), AIMessage(content="Hello")], "t-1", giulia)
     next_turn = turn_of(
-        [said("Hi", "m-1"), AIMessage(content="Hello"), said("Hi", "m-2")], config, giulia
+        [said("Hi", "m-1"), AIMessage(content="Hello"), said("Hi", "m-2")], "t-1", giulia
     )
-    other_thread = turn_of([said("Hi", "m-1")], {"configurable": {"thread_id": "t-2"}}, giulia)
-    other_person = turn_of(
-        [said("Hi", "m-1")], config, Identity("acme", "marco", "support-copilot")
-    )
+    other_thread = turn_of([said("Hi", "m-1")], "t-2", giulia)
+    other_person = turn_of([said("Hi", "m-1")], "t-1", Identity("acme", "marco", "support-copilot"))
 
     assert first == same_run
     assert first.query == "Hi"
@@ -49,10 +48,18 @@ def test_a_turn_is_the_latest_user_message_of_a_thread_for_an_identity(giulia: I
     assert first.retry == next_turn.retry  # the same words sent again
 
 
+def test_the_thread_comes_from_the_config_else_from_langgraphs_execution_info() -> None:
+    runtime = SimpleNamespace(execution_info=SimpleNamespace(thread_id="t-1"))
+    assert thread_of({"configurable": {"thread_id": "t-2"}}, runtime) == "t-2"
+    assert thread_of({}, runtime) is None  # a config without a thread: a run without one
+    assert thread_of(None, runtime) == "t-1"  # no config seen (an async run on Python 3.10)
+    assert thread_of(None, SimpleNamespace(execution_info=None)) is None
+
+
 def test_a_kept_turn_is_found_until_it_is_written_finished_or_too_old(giulia: Identity) -> None:
     clock = Clock()
     turns = Turns(clock)
-    key = turn_of([said("Hi", "m-1")], {}, giulia)
+    key = turn_of([said("Hi", "m-1")], None, giulia)
     assert turns.find(key) is None
     turn = Turn(None, "Hi", clock())
     turns.keep(key, turn)
@@ -76,9 +83,9 @@ def test_a_failed_turn_is_taken_up_by_the_same_words_sent_again_until_acknowledg
 ) -> None:
     clock = Clock()
     turns = Turns(clock)
-    failed_key = turn_of([said("Where do I live?", "m-1")], {}, giulia)
-    again = turn_of([said("Where do I live?", "m-2")], {}, giulia)
-    other = turn_of([said("Something else", "m-3")], {}, giulia)
+    failed_key = turn_of([said("Where do I live?", "m-1")], None, giulia)
+    again = turn_of([said("Where do I live?", "m-2")], None, giulia)
+    other = turn_of([said("Something else", "m-3")], None, giulia)
     turn = Turn(held_block(giulia), "Where do I live?", clock())
     turns.keep(failed_key, turn)
 
@@ -89,12 +96,12 @@ def test_a_failed_turn_is_taken_up_by_the_same_words_sent_again_until_acknowledg
 
     turns.acknowledged(again, turn)
     turns.failed(again, turn)  # acknowledged: nothing left to tell again
-    assert turns.find(turn_of([said("Where do I live?", "m-4")], {}, giulia)) is None
+    assert turns.find(turn_of([said("Where do I live?", "m-4")], None, giulia)) is None
 
 
 def test_a_turn_without_held_changes_is_never_taken_up(giulia: Identity) -> None:
     turns = Turns(Clock())
-    key = turn_of([said("Hi", "m-1")], {}, giulia)
+    key = turn_of([said("Hi", "m-1")], None, giulia)
     turn = Turn(None, "Hi", 0.0)
     turns.failed(key, turn)
     assert len(turns) == 0
@@ -103,7 +110,7 @@ def test_a_turn_without_held_changes_is_never_taken_up(giulia: Identity) -> None
 def test_the_number_of_turns_kept_is_bounded(giulia: Identity) -> None:
     clock = Clock()
     turns = Turns(clock)
-    keys = [turn_of([said("Hi", f"m-{i}")], {}, giulia) for i in range(MAX_TURNS + 10)]
+    keys = [turn_of([said("Hi", f"m-{i}")], None, giulia) for i in range(MAX_TURNS + 10)]
     for key in keys:
         turns.keep(key, Turn(None, "Hi", clock()))
     assert len(turns) == MAX_TURNS
