@@ -7,9 +7,11 @@ checkpointer, the tools and the engine are the real ones.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -27,6 +29,33 @@ from korely_memory import MemoryEngine
 from langchain_korely import KorelyMiddleware
 
 PROMPT = "You are Acme's support agent."
+
+ASYNC_RUNS_LOSE_THE_CONFIG = sys.version_info < (3, 11)
+"""Python 3.10: asyncio tasks take no context, so an async LangGraph run does not carry its config
+(a context variable) into its nodes, and what reads it from there finds none."""
+NO_INTERRUPT = (
+    "LangGraph's interrupt() reads the run's config from a context variable, which an async run "
+    "does not carry before Python 3.11: a middleware hook that interrupts (LangChain's own "
+    "HumanInTheLoopMiddleware too) raises 'Called get_config outside of a runnable context' "
+    "under ainvoke (langchain-ai/langchain#34974)"
+)
+NO_MODEL_CALLBACKS = (
+    "create_agent calls the model without the run's config, which an async run does not carry "
+    "before Python 3.11: the model call gets none of the run's callbacks, so astream_events has "
+    "no on_chat_model_* event and stream_mode='messages' no chunk of the model's"
+)
+NO_CONFIG_IN_MODEL_HOOK = (
+    "LangChain calls a middleware's model hook without the run's config, which an async run does "
+    "not carry before Python 3.11: a resolver reading run.config gets InvalidRequest there"
+)
+
+
+def skip_async_on_python_3_10(use_async: bool, reason: str) -> None:
+    """Skip a test's ainvoke variant on Python 3.10, for a limitation of LangChain or LangGraph."""
+    if use_async and ASYNC_RUNS_LOSE_THE_CONFIG:
+        pytest.skip(f"Python 3.10: {reason}")
+
+
 CHANGED = "## Changed since you last read"
 
 Reply = AIMessage | str | Callable[[list[BaseMessage]], AIMessage | str]

@@ -18,13 +18,16 @@ from korely_memory.limits import MAX_BUDGET, MIN_BUDGET
 from langchain_korely import KorelyMiddleware
 
 from ._agents import (
+    ASYNC_RUNS_LOSE_THE_CONFIG,
     CHANGED,
+    NO_CONFIG_IN_MODEL_HOOK,
     PROMPT,
     ScriptedChatModel,
     agent_with,
     ask,
     calls,
     scripted,
+    skip_async_on_python_3_10,
     tool_messages,
     tool_replies,
 )
@@ -265,6 +268,7 @@ async def test_a_resolver_can_take_the_identity_from_another_context(
 async def test_a_resolver_reading_the_runs_config_works_in_the_middleware_and_the_tools(
     engine: MemoryEngine, giulia: Identity, use_async: bool
 ) -> None:
+    skip_async_on_python_3_10(use_async, NO_CONFIG_IN_MODEL_HOOK)
     engine.remember(giulia, "team", "Giulia works in billing")
 
     def from_config(run: Any) -> Identity:
@@ -281,6 +285,24 @@ async def test_a_resolver_reading_the_runs_config_works_in_the_middleware_and_th
 
     assert "team: Giulia works in billing" in model.prompts[0]
     assert sorted(f.key for f in engine.get_facts(giulia)) == ["home-city", "team"]
+
+
+@pytest.mark.skipif(not ASYNC_RUNS_LOSE_THE_CONFIG, reason="Python 3.11+ carries the config")
+@pytest.mark.asyncio
+async def test_on_python_3_10_an_async_resolver_reading_the_config_is_told_why(
+    engine: MemoryEngine,
+) -> None:
+    def from_config(run: Any) -> Identity:
+        return Identity("acme", run.config["configurable"]["user_id"], "support-copilot")
+
+    agent = create_agent(
+        scripted("Hi."), middleware=[KorelyMiddleware(engine, identity_from=from_config)]
+    )
+    with pytest.raises(InvalidRequest, match="context=") as refused:
+        await agent.ainvoke(
+            {"messages": [("user", "Hi")]}, config={"configurable": {"user_id": "giulia"}}
+        )
+    assert refused.value.field == "identity_from"
 
 
 @pytest.mark.asyncio

@@ -28,7 +28,18 @@ from langgraph.types import Command, interrupt
 from korely_memory import Identity, MemoryEngine
 from langchain_korely import KorelyMiddleware
 
-from ._agents import CHANGED, PROMPT, agent_with, ask, calls, resume, scripted, tool_replies
+from ._agents import (
+    CHANGED,
+    NO_INTERRUPT,
+    PROMPT,
+    agent_with,
+    ask,
+    calls,
+    resume,
+    scripted,
+    skip_async_on_python_3_10,
+    tool_replies,
+)
 
 MOVED = "was: Giulia lives in Rome -> now: Giulia lives in Milan"
 THREAD = {"configurable": {"thread_id": "t-1"}}
@@ -171,6 +182,7 @@ async def test_a_change_a_failed_run_held_is_told_once_the_hold_runs_out(
 async def test_an_interrupt_and_its_resumption_tell_each_change_once(
     engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str
 ) -> None:
+    skip_async_on_python_3_10(use_async, NO_INTERRUPT)
     a_change_waits(engine, giulia)
     engine.remember(giulia, "pet", "Giulia has a cat")
     engine.remember(giulia, "team", "Giulia works in billing")
@@ -211,6 +223,7 @@ def ask_a_person_first(state: AgentState[Any], runtime: Runtime[Any]) -> None:
 async def test_a_run_interrupted_before_the_model_answered_tells_the_change_when_resumed(
     engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str
 ) -> None:
+    skip_async_on_python_3_10(use_async, NO_INTERRUPT)
     a_change_waits(engine, giulia)
     model = scripted("You live in Milan.", "Still Milan.")
     agent = agent_with(
@@ -230,8 +243,9 @@ async def test_a_run_interrupted_before_the_model_answered_tells_the_change_when
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("thread", [{}, THREAD], ids=["no thread", "a thread"])
 async def test_the_agents_own_write_is_in_its_next_model_call_and_never_told_back(
-    engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str
+    engine: MemoryEngine, giulia: Identity, use_async: bool, placement: str, thread: Any
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
     model = scripted(
@@ -242,14 +256,15 @@ async def test_the_agents_own_write_is_in_its_next_model_call_and_never_told_bac
     )
     agent = agent_with(model, engine, placement=placement)
 
-    await ask(agent, "I moved to Milan.", giulia, use_async)
-    await ask(agent, "Where do I live?", giulia, use_async)
+    await ask(agent, "I moved to Milan.", giulia, use_async, **thread)
+    await ask(agent, "Where do I live?", giulia, use_async, **thread)
     engine.correct(giulia, "home-city", "Giulia lives in Turin")  # someone else
-    await ask(agent, "Where do I live now?", giulia, use_async)
+    await ask(agent, "Where do I live now?", giulia, use_async, **thread)
 
     before_tool, after_tool, next_turn, after_other = model.prompts
     assert "home-city: Giulia lives in Rome" in before_tool
     assert "home-city: Giulia lives in Milan" in after_tool
+    assert "home-city: Giulia lives in Rome" not in after_tool  # read again, not the old block
     assert CHANGED not in after_tool and CHANGED not in next_turn  # its own change
     assert "was: Giulia lives in Milan -> now: Giulia lives in Turin" in after_other
 

@@ -28,7 +28,17 @@ from langgraph.types import Command
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from langchain_korely import KorelyMiddleware
 
-from ._agents import PROMPT, ScriptedChatModel, ask, calls, resume, scripted, tool_replies
+from ._agents import (
+    NO_INTERRUPT,
+    PROMPT,
+    ScriptedChatModel,
+    ask,
+    calls,
+    resume,
+    scripted,
+    skip_async_on_python_3_10,
+    tool_replies,
+)
 
 FACT = "home-city: Giulia lives in Rome"
 THREAD = {"configurable": {"thread_id": "t-1"}}
@@ -122,6 +132,7 @@ async def test_model_fallback(
 async def test_human_in_the_loop(
     remembered: MemoryEngine, giulia: Identity, use_async: bool, placement: str, order: str
 ) -> None:
+    skip_async_on_python_3_10(use_async, NO_INTERRUPT)
     model = scripted(calls("remember", key="team", content="Giulia works in billing"), "Noted.")
     review = HumanInTheLoopMiddleware(interrupt_on={"remember": True})
     agent = build(model, remembered, review, order, placement)

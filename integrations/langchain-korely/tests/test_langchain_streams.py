@@ -17,7 +17,14 @@ from langgraph.types import Command
 from korely_memory import Identity, MemoryEngine
 from langchain_korely._events import HIDDEN
 
-from ._agents import agent_with, calls, scripted
+from ._agents import (
+    ASYNC_RUNS_LOSE_THE_CONFIG,
+    NO_INTERRUPT,
+    NO_MODEL_CALLBACKS,
+    agent_with,
+    calls,
+    scripted,
+)
 
 SECRETS = ("Zanzibarville", "Quokkaloo")
 STREAM_MODES = ["values", "updates", "debug", "checkpoints", "tasks", "messages", "custom"]
@@ -95,6 +102,7 @@ async def test_no_async_stream_mode_carries_the_block(
         assert leaks(everything_checkpointed(saver)) == []
 
 
+@pytest.mark.skipif(ASYNC_RUNS_LOSE_THE_CONFIG, reason=f"Python 3.10: {NO_MODEL_CALLBACKS}")
 @pytest.mark.asyncio
 async def test_no_event_carries_the_block_yet_the_model_had_it(
     sqlite_url: str, giulia: Identity, placement: str
@@ -122,6 +130,7 @@ async def test_no_event_carries_the_block_yet_the_model_had_it(
         assert all(SECRETS[0] in prompt for prompt in given(model))
 
 
+@pytest.mark.skipif(ASYNC_RUNS_LOSE_THE_CONFIG, reason=f"Python 3.10: {NO_INTERRUPT}")
 @pytest.mark.asyncio
 async def test_an_interrupted_run_keeps_the_block_out_of_the_checkpoint(
     sqlite_url: str, giulia: Identity, placement: str
