@@ -44,8 +44,8 @@ from ._words import Words
 
 MAX_QUERY_TERMS = 12  # words of a query looked up in the index
 PER_TERM = 100  # postings read per common word and space, newest first
-RARE = 1000  # a word held by at most this many facts (of a space) is read whole: it tells the most
-MATCHES = 40  # facts taken from them: those matching the most words
+RARE = 300  # a word held by at most this many facts (of a space) is read whole: it tells the most
+MATCHES = 80  # facts taken from them: those matching the most words
 NO_LIMIT = 2**31 - 1
 
 _FIELDS = _versions.FIELDS
@@ -104,11 +104,7 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
     for row in found_rows:
         paged[row[0]] += 1
         if row[1] not in seen:
-            fields = dict(zip(_FIELDS, row[1:], strict=True))
-            for name in _MOMENTS:
-                if fields[name] is not None:
-                    fields[name] = moment(fields[name])
-            seen[row[1]] = Fact.from_fields(fields)
+            seen[row[1]] = _fact(tuple(row[1:]), moment)
     # The statement hides account facts a user's own fact shadows; the index allows one per key.
     found = list(seen.values())
     complete = page is None or (paged[0] <= page and paged[1] <= page)
@@ -119,6 +115,17 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
 
 
 _MOMENTS = [f for f in _FIELDS if isinstance(facts.c[f].type, UTCDateTime)]
+
+
+@functools.lru_cache(maxsize=1024)  # at most 1,024 facts of 2,000 characters: a few MB
+def _fact(values: tuple[Any, ...], moment: Callable[[Any], dt.datetime]) -> Fact:
+    """The fact a row holds. A row's values decide its fact whole and a `Fact` is immutable, so a
+    person's facts, read on every turn, are built once (their moments parsed once), not per read."""
+    fields = dict(zip(_FIELDS, values, strict=True))
+    for name in _MOMENTS:
+        if fields[name] is not None:
+            fields[name] = moment(fields[name])
+    return Fact.from_fields(fields)
 
 
 @dataclass(frozen=True)
