@@ -217,6 +217,7 @@ def load_memories(engine: MemoryEngine, owners: dict[str, list[str]], batch: int
                         "content": text,
                         "created_at": now + dt.timedelta(microseconds=next_id),
                         "words": len(said),
+                        "chars": len(text),
                     }
                 )
                 terms.extend(

@@ -60,6 +60,7 @@ def add(conn: Connection, who: Identity, content: str, now: dt.datetime, words: 
             content=content,
             created_at=now,
             words=len(said),
+            chars=len(content),
         )
         .returning(memories.c.id)
     ).scalar_one()
@@ -102,7 +103,7 @@ _NEWEST = (memories.c.created_at.desc(), memories.c.id.desc())
 # Built once: a read pays for running these, not for building them.
 _RECENT = sa.select(memories).where(*_MINE_BOUND).order_by(*_NEWEST).limit(sa.bindparam("limit"))
 _SIZES = (
-    sa.select(memories.c.id, sa.func.length(memories.c.content))
+    sa.select(memories.c.id, memories.c.chars)
     .where(*_MINE_BOUND)
     .order_by(*_NEWEST)
     .limit(sa.bindparam("limit"))
@@ -151,7 +152,7 @@ def _lookup(n_terms: int, limited: bool) -> sa.CompoundSelect[Any]:
                 hits.c.memory_id,
                 hits.c.tf,
                 memories.c.words,
-                sa.func.length(memories.c.content).label("size"),
+                memories.c.chars.label("size"),
             ).join_from(hits, memories, memories.c.id == hits.c.memory_id)
         )
     stats = sa.select(

@@ -256,10 +256,13 @@ class MemoryRow(Base):
     owner: Mapped[str | None] = mapped_column(String(NAME))
     owner_key: Mapped[str] = mapped_column(String(NAME))
     agent: Mapped[str] = mapped_column(String(NAME))
-    content: Mapped[str] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     # How many words the index holds of it (for relevance: a long memory's words count for less).
     words: Mapped[int] = mapped_column(Integer, default=0)
+    # Its length in characters: a block sizes what it shows without reading the text.
+    chars: Mapped[int] = mapped_column(Integer, default=0)
+    # Last: on SQLite, the columns before a long text are read without its overflow pages.
+    content: Mapped[str] = mapped_column(Text)
 
     __table_args__ = (
         Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),

@@ -60,9 +60,10 @@ def upgrade() -> None:
         sa.Column("owner", sa.String(length=255), nullable=True),
         sa.Column("owner_key", sa.String(length=255), nullable=False),
         sa.Column("agent", sa.String(length=255), nullable=False),
-        sa.Column("content", sa.Text(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("words", sa.Integer(), nullable=False),
+        sa.Column("chars", sa.Integer(), nullable=False),
+        sa.Column("content", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_korely_memories")),
         sqlite_autoincrement=True,
     )
