@@ -173,14 +173,16 @@ def matching(
     if not terms:
         return []
     params = _names(who, per_term=per_term, **{f"t{i}": t for i, t in enumerate(terms)})
-    *rows, (_, n, _, avg, _) = conn.execute(_lookup(len(terms), per_term is not None), params)
+    *rows, (_, n, _, avg, _) = conn.execute(_lookup(len(terms), per_term is not None), params).all()
     if not rows:
         return []
     df = Counter(term for term, *_ in rows)
+    idf = {term: bm25_idf(n, held) for term, held in df.items()}
+    average = float(avg)
     scores: dict[int, float] = {}
     sizes: dict[int, int] = {}
     for term, memory_id, tf, words, size in rows:
-        weight = bm25_idf(n, df[term]) * bm25_term(tf, words, float(avg))
+        weight = idf[term] * bm25_term(tf, words, average)
         scores[memory_id] = scores.get(memory_id, 0.0) + weight
         sizes[memory_id] = size
     ranked = sorted(scores, key=lambda i: (-scores[i], -i))
