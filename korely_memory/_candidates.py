@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect
 
 from . import _database, _versions
+from ._cache import TextCache
 from ._identity import Identity
 from ._render import shortest_fact_line
 from ._schema import (
@@ -117,15 +118,22 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
 _MOMENTS = [f for f in _FIELDS if isinstance(facts.c[f].type, UTCDateTime)]
 
 
-@functools.lru_cache(maxsize=1024)  # at most 1,024 facts of 2,000 characters: a few MB
+_FACTS: TextCache[tuple[Any, ...], Fact] = TextCache(4 * 2**20)
+"""The facts rows hold, by the row's values: a row's values decide its fact whole and a `Fact` is
+immutable, so a person's facts, read on every turn, are built once (their moments parsed once).
+Emptied with the other caches of stored text when a person is erased."""
+
+
 def _fact(values: tuple[Any, ...], moment: Callable[[Any], dt.datetime]) -> Fact:
-    """The fact a row holds. A row's values decide its fact whole and a `Fact` is immutable, so a
-    person's facts, read on every turn, are built once (their moments parsed once), not per read."""
+    """The fact a row holds (``values``: the row after its part number)."""
+    found = _FACTS.get(values)
+    if found is not None:
+        return found
     fields = dict(zip(_FIELDS, values, strict=True))
     for name in _MOMENTS:
         if fields[name] is not None:
             fields[name] = moment(fields[name])
-    return Fact.from_fields(fields)
+    return _FACTS.put(values, Fact.from_fields(fields))
 
 
 @dataclass(frozen=True)

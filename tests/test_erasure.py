@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import sqlite3
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, MemoryEngine, NotFound, PermissionDenied, _cache
+from korely_memory import Fact, Identity, MemoryEngine, NotFound, PermissionDenied, _cache
 from korely_memory._schema import Base
 
 ADMIN = Identity("acme", "anna", "support-copilot")
@@ -48,6 +49,22 @@ def test_forget_with_erase_removes_every_version_s_words(
     today = ended.ended_recorded_at.date().isoformat()  # type: ignore[union-attr]
     assert f"- no longer true: a fact that was erased ({today}, erased)" in block.text
     assert engine.get_facts(giulia, reader="bot")[0].content == "Giulia lives in Rome"
+
+
+def test_no_fact_this_process_keeps_holds_an_erased_word(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "health", f"Giulia has {SECRET} type 1")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, f"{SECRET}?", reader="bot")  # cached for the next read
+
+    engine.forget(giulia, "health", erase=True)
+    engine.get_context(giulia, "Rome")
+    gc.collect()
+
+    kept = [o for o in gc.get_objects() if isinstance(o, Fact)]
+    assert "home-city" in {f.key for f in kept}  # the caches work on
+    assert not [f.key for f in kept if SECRET in f.content]
 
 
 def test_forget_with_erase_leaves_no_word_in_the_sqlite_file(
