@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine
+from korely_memory import Identity, InvalidRequest, MemoryEngine, _memories
 from korely_memory._schema import fact_terms, memory_terms
 from korely_memory.tools import RECALL
 
@@ -107,6 +107,24 @@ def test_memories_are_found_by_their_words_among_many_long_ones(
     assert engine.search(giulia, "daughters", limit=2).memories[0].id == wanted.id
     newest = engine.get_context(giulia, token_budget=300)
     assert newest.memories[0].id == wanted.id and newest.tokens <= 300
+
+
+def test_a_block_reads_the_text_of_only_the_memories_it_shows(
+    engine: MemoryEngine, giulia: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(30):  # each matches the query, each longer than the room
+        engine.add_memory(giulia, f"Visit {i} to the Milan office. " + "Giulia took notes. " * 300)
+    read: list[int] = []
+    whole = _memories.whole
+
+    def recording(conn: Any, memory_ids: Any) -> Any:
+        read.extend(memory_ids)
+        return whole(conn, memory_ids)
+
+    monkeypatch.setattr(_memories, "whole", recording)
+    block = engine.get_context(giulia, "Milan office", token_budget=800)
+    assert len(block.memories) == 1
+    assert read == [block.memories[0].id]  # sized by their kept length, not by reading them
 
 
 def test_a_long_memory_is_shown_as_far_as_it_fits_and_kept_whole(
