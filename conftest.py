@@ -1,5 +1,5 @@
 """Databases for every test of the project: a fresh SQLite file and a fresh PostgreSQL schema;
-and ``giulia``, the identity most tests act for.
+``giulia``, the identity most tests act for; and a check that every test closes what it opens.
 
 PostgreSQL is the one at ``$KORELY_TEST_POSTGRES_URL`` (default: the local
 server, user postgres, database test). Without it, its tests skip, unless
@@ -8,15 +8,21 @@ server, user postgres, database test). Without it, its tests skip, unless
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
+import threading
+import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.pool import Pool
 
 from korely_memory import Identity, MemoryEngine
 
@@ -123,3 +129,81 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class OpenConnections:
+    """Every database connection a SQLAlchemy pool opened and has not closed, with where.
+
+    Any pool, in any thread: the engine's, an admin engine of a test, LlamaIndex's chat store.
+    A connection left open is closed by the garbage collector whenever it next runs, with a
+    ``ResourceWarning`` (psycopg; sqlite3 from Python 3.13) that fails whichever test runs
+    then; checking at the end of each test fails the one that left it instead.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[int, tuple[Any, str]] = {}
+        self._lock = threading.Lock()
+        event.listen(Pool, "connect", self._opened)
+        event.listen(Pool, "close", self._closed)
+        event.listen(Pool, "close_detached", self._closed)
+
+    def _opened(self, dbapi_connection: Any, *_: Any) -> None:
+        where = "".join(traceback.format_stack(limit=16)[:-2])
+        thread = threading.current_thread().name
+        with self._lock:
+            self._open[id(dbapi_connection)] = (
+                dbapi_connection,
+                f"opened in thread {thread}:\n{where}",
+            )
+
+    def _closed(self, dbapi_connection: Any, *_: Any) -> None:
+        with self._lock:
+            self._open.pop(id(dbapi_connection), None)
+
+    def close_since(self, before: set[int], wait: float) -> list[str]:
+        """Close the connections opened since ``before`` (a ``snapshot``) and still open after
+        ``wait`` seconds, so that no later test meets them; returns where each was opened.
+
+        The wait lets work still finishing in another thread (an acknowledgement, a capture)
+        return its connection to an engine that closes it then.
+        """
+        deadline = time.monotonic() + wait
+        while self._left(before) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with self._lock:
+            left = {key: found for key, found in self._open.items() if key not in before}
+            for key in left:
+                del self._open[key]
+        for connection, _ in left.values():
+            with contextlib.suppress(Exception):
+                connection.close()
+        return [where for _, where in left.values()]
+
+    def _left(self, before: set[int]) -> bool:
+        with self._lock:
+            return any(key not in before for key in self._open)
+
+    def snapshot(self) -> set[int]:
+        with self._lock:
+            return set(self._open)
+
+
+OPEN_CONNECTIONS = OpenConnections()
+
+
+@pytest.fixture(autouse=True)
+def connections_closed() -> Iterator[None]:
+    """Fail the test that leaves a database connection open, once its fixtures are torn down.
+
+    Engines made for one test are closed by it (``with MemoryEngine(...)``, the ``engine``
+    fixture, ``create_engine(...).dispose()``); work a test starts in another thread is
+    finished before it returns.
+    """
+    before = OPEN_CONNECTIONS.snapshot()
+    yield
+    left = OPEN_CONNECTIONS.close_since(before, wait=2.0)
+    if left:
+        pytest.fail(
+            f"{len(left)} database connection(s) left open; the first was {left[0]}",
+            pytrace=False,
+        )

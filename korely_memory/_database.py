@@ -98,6 +98,16 @@ def create(url: URL, *, write_wait: float = WRITE_WAIT) -> Engine:
     return engine
 
 
+def close_on_return(engine: Engine, closed: Callable[[], bool]) -> None:
+    """Once ``closed()``, close each connection as it comes back to the pool instead of keeping
+    it: one checked out when the pool was disposed would otherwise stay open in the old pool."""
+
+    @event.listens_for(engine, "checkin")
+    def _returned(dbapi_connection: Any, record: Any) -> None:
+        if closed() and dbapi_connection is not None:
+            record.invalidate()
+
+
 def _watch_statements(engine: Engine) -> None:
     @event.listens_for(engine, "after_cursor_execute")
     def _ran(conn: Connection, *_: Any) -> None:

@@ -144,6 +144,8 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
         _validation.name("embed_model", embed_model, optional=True)
         self.url = _database.resolve_url(url)
         self.db = _database.create(self.url, write_wait=write_wait)
+        self._closed = False
+        _database.close_on_return(self.db, lambda: self._closed)
         self._write_wait = write_wait
         self._is_admin = is_admin
         self._now = clock or utcnow
@@ -192,7 +194,14 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
         return self._tokens.exact(text)
 
     def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection.
+
+        A call still running in another thread (a background capture, an
+        acknowledgement, an async twin whose task was cancelled), or made after,
+        closes its connection when it is done: a closed engine leaves no
+        connection open.
+        """
+        self._closed = True
         self.db.dispose()
 
     def __enter__(self) -> MemoryEngine:

@@ -1,6 +1,11 @@
-"""A pooled connection the server dropped costs no failed call: the call runs again on a new one."""
+"""Connections: one the server dropped costs no failed call (the call runs again on a new one),
+and a closed engine leaves none open."""
 
 from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -53,3 +58,39 @@ def terminate(url: str, pids: list[int]) -> None:
         for pid in pids:
             conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
     admin.dispose()
+
+
+def test_a_call_still_running_when_the_engine_closes_leaves_no_connection_open(
+    db_url: str, giulia: Identity
+) -> None:
+    reading, go_on = threading.Event(), threading.Event()
+
+    def slow_count(text: str) -> int:
+        if "Rome" in text and not go_on.is_set():
+            reading.set()  # the read holds its connection now
+            go_on.wait(10)
+        return len(text.split())
+
+    engine = MemoryEngine(db_url, tokenizer=slow_count)
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    used: list[Any] = []
+    sa.event.listen(engine.db, "checkout", lambda dbapi, *_: used.append(dbapi))
+    late = threading.Thread(target=engine.get_context, args=(giulia, "where"))
+    late.start()
+    assert reading.wait(10)
+    engine.close()  # a background capture or an acknowledgement may still be at work
+    go_on.set()
+    late.join(10)
+    engine.get_facts(giulia)  # a call after close, too
+    assert used and all(closed(dbapi) for dbapi in used)
+
+
+def closed(dbapi_connection: Any) -> bool:
+    """Whether a DBAPI connection (psycopg or sqlite3) is closed."""
+    if hasattr(dbapi_connection, "closed"):
+        return bool(dbapi_connection.closed)
+    try:
+        dbapi_connection.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False

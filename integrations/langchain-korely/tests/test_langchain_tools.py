@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -39,10 +39,19 @@ def tool_call(name: str, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args, "id": "call-1", "type": "tool_call"}
 
 
-@functools.cache
+# The standard tests build tools from properties, where fixtures cannot reach: one in-memory
+# engine for the module, opened at import and closed when the module's tests are done.
+SHARED_ENGINE = MemoryEngine("sqlite://")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def shared_engine_closed() -> Iterator[None]:
+    yield
+    SHARED_ENGINE.close()
+
+
 def shared_engine() -> MemoryEngine:
-    # The standard tests build tools from properties, where fixtures cannot reach.
-    return MemoryEngine("sqlite://")
+    return SHARED_ENGINE
 
 
 class _Standard:
