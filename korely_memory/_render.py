@@ -7,8 +7,10 @@ in the order the room is given (the stable note, then facts, then changes,
 then memories), and records what it left out.
 
 Every line of the block is one item: stored text is folded to one line, and
-text that could close a frame the block is wrapped in (``</memory>``) is
-neutralised, so nothing stored can forge a line, a section or a tag.
+text that could open or close a frame the block is wrapped in (``</memory>``,
+look-alikes included) is neutralised, so nothing stored can forge a line, a
+section or a tag. A memory kept from a conversation is quoted speech: what
+each speaker said, in quotes, on the day it was kept.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from ._cache import TextCache, cached
 from ._errors import InvalidRequest
+from ._frames import neutralise
 from ._identity import EndCause, Scope
 from ._tokens import TokenCounter
 from ._types import Change, ContextBlock, Fact, Memory
@@ -61,24 +64,26 @@ def _fold(text: str) -> str:
         text = "".join(
             " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
         )
-    return _TAG.sub(_LOOKALIKE, _SPACE.sub(" ", text).strip())
+    return _TAG.sub(_LOOKALIKE, neutralise(_SPACE.sub(" ", text).strip()))
 
 
 _fold_cached = cached(8 * 2**20)(_fold)
 
 
 def fact_line(fact: Fact) -> str:
-    """``- key: content (since DAY)``; an account fact's key says ``(account)``."""
-    parts = (fact.key, fact.content, fact.scope is Scope.ACCOUNT, fact.valid_from)
+    """``- key: content (since DAY)``; an account fact's key says ``(account)``, a proposal
+    for the account (shown only to the person who made it) ``(proposed for the account)``."""
+    parts = (fact.key, fact.content, fact.effective_scope.value, fact.valid_from)
     line = _LINES.get(parts)
     return line if line is not None else _LINES.put(parts, _fact_line(*parts))
 
 
-_LINES: TextCache[tuple[str, str, bool, dt.datetime], str] = TextCache(8 * 2**20)
+_LINES: TextCache[tuple[str, str, str, dt.datetime], str] = TextCache(8 * 2**20)
+_LABELS = {Scope.ACCOUNT.value: "account", Scope.ACCOUNT_PROPOSED.value: "proposed for the account"}
 
 
-def _fact_line(key: str, content: str, shared: bool, since: dt.datetime) -> str:
-    label = f"{key} (account)" if shared else key
+def _fact_line(key: str, content: str, scope: str, since: dt.datetime) -> str:
+    label = f"{key} ({_LABELS[scope]})" if scope in _LABELS else key
     return f"- {label}: {fold(content)} (since {since:%Y-%m-%d})"
 
 
@@ -103,12 +108,47 @@ def change_line(change: Change, short: bool = False) -> str:
 
 
 def memory_line(memory: Memory, excerpt: str | None = None) -> str:
-    """``- DAY: content``; ``excerpt``: the beginning of a long memory, all that was read of it."""
-    return f"{_memory_prefix(memory.created_at)}{fold(excerpt or memory.content)}"
+    """``- DAY, the user said: "..."; the assistant said: "..."`` for a memory kept from a
+    conversation (``role: text`` paragraphs), ``- DAY: content`` for a note.
+
+    ``excerpt``: the beginning of a long memory, all that was read of it.
+    """
+    text = excerpt if excerpt is not None else memory.content
+    speech = _speech(text, cut=excerpt is not None)
+    if speech is None:
+        return f"{_memory_prefix(memory.created_at)}{fold(text)}"
+    said = "; ".join(f'{_SPEAKERS[role]} said: "{_quoted(fold(words))}"' for role, words in speech)
+    return f"{_speech_prefix(memory.created_at)}{said}"
+
+
+_SPEAKERS = {"user": "the user", "assistant": "the assistant"}
+_TURN = re.compile(r"(user|assistant): (.*)", re.DOTALL)
+
+
+def _speech(text: str, *, cut: bool) -> list[tuple[str, str]] | None:
+    """The (role, words) of a memory kept from a conversation, None when it is not one.
+
+    ``cut``: the text is a beginning, whose last paragraph may be cut short anywhere.
+    """
+    paragraphs = text.split("\n\n")
+    said = [_TURN.fullmatch(p) for p in paragraphs]
+    if cut and len(said) > 1 and said[-1] is None:
+        said.pop()
+    if not said or any(m is None for m in said):
+        return None
+    return [(m.group(1), m.group(2)) for m in said if m is not None]
+
+
+def _quoted(words: str) -> str:
+    return words.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _memory_prefix(day: dt.datetime) -> str:
     return f"- {day:%Y-%m-%d}: "
+
+
+def _speech_prefix(day: dt.datetime) -> str:
+    return f"- {day:%Y-%m-%d}, "
 
 
 def display_order(fact: Fact) -> tuple[int, str]:

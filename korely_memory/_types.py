@@ -123,7 +123,8 @@ class ContextBlock:
         tokens: The exact count of ``text`` with the engine's tokenizer.
         stable: The fixed note that opens every block; it never depends on the
             query or the facts, so it can sit in a cached prompt prefix.
-        volatile: Everything after the note: changes, facts, memories.
+        volatile: Everything after the note: changes, facts, memories
+            (``facts_text`` and ``memories_text``, a blank line between them).
         facts: The facts shown, in the order shown.
         memories: The memories shown.
         changed: The changes shown ("Changed since you last read").
@@ -153,6 +154,26 @@ class ContextBlock:
 
     def __str__(self) -> str:
         return self.text
+
+    @property
+    def facts_text(self) -> str:
+        """The changes and the known facts: the part of ``volatile`` the store vouches for
+        (facts kept under keys, reviewed when they are the account's); "" when there is none."""
+        return self._parts()[0]
+
+    @property
+    def memories_text(self) -> str:
+        """The relevant memories: words people said in conversations, and notes, quoted. Put it
+        where the user's words go, never in a system message; "" when there is none."""
+        return self._parts()[1]
+
+    def _parts(self) -> tuple[str, str]:
+        from ._render import MEMORIES
+
+        if self.volatile.startswith(MEMORIES):
+            return "", self.volatile
+        facts, found, memories = self.volatile.partition("\n\n" + MEMORIES)
+        return (facts, MEMORIES + memories) if found else (facts, "")
 
     @staticmethod
     def sample_text() -> str:
@@ -227,8 +248,8 @@ class CaptureReport:
     """What ``capture`` kept and did.
 
     ``memory`` is the excerpt kept as a memory, the source of every fact
-    written (None with ``dry_run``, or when the excerpt was captured before:
-    ``already_captured``).
+    written (None with ``dry_run``, without ``keep_excerpt``, or when the excerpt
+    was just captured: ``already_captured``).
     """
 
     memory: Memory | None

@@ -34,10 +34,11 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from . import _capture
 from ._engine import MemoryEngine
 from ._errors import InvalidRequest, KorelyError
 from ._identity import Identity, Scope
-from ._render import fact_line, fold
+from ._render import fact_line, fold, memory_line
 from ._validation import MAX_CONTENT, MAX_KEY, MAX_MEMORY
 from .limits import check_identity, check_max_facts, check_reader
 
@@ -209,21 +210,21 @@ def _remember(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Op
     )
     if fact.effective_scope is Scope.ACCOUNT_PROPOSED:
         return (
-            f"Proposed {fact.key} for the whole account: {fact.content}. An administrator "
+            f"Proposed {fact.key} for the whole account: {fold(fact.content)}. An administrator "
             "reviews it; until then only this person sees it."
         )
-    return f"Remembered {fact.key}: {fact.content}"
+    return f"Remembered {fact.key}: {fold(fact.content)}"
 
 
 def _correct(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Options) -> str:
     fact = engine.correct(who, args["key"], args["content"], reader=opt.reader, admin_rights=False)
     if fact.effective_scope is Scope.ACCOUNT_PROPOSED:
         return (
-            f"Proposed a correction of {fact.key}, an account fact: {fact.content}. It replaces "
-            "the account's fact once an administrator confirms it; until then this person sees "
-            "the proposal."
+            f"Proposed a correction of {fact.key}, an account fact: {fold(fact.content)}. It "
+            "replaces the account's fact once an administrator confirms it; until then this "
+            "person sees the proposal."
         )
-    return f"Corrected {fact.key}: {fact.content}"
+    return f"Corrected {fact.key}: {fold(fact.content)}"
 
 
 def _forget(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Options) -> str:
@@ -246,9 +247,8 @@ def _recall(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Opti
     if found.memories:
         lines.append("Memories:")
         for memory in found.memories[:RECALL_MEMORIES]:
-            text = fold(memory.content)
-            short = text if len(text) <= RECALL_CHARS else text[:RECALL_CHARS].rstrip() + "…"
-            lines.append(f"- {memory.created_at:%Y-%m-%d}: {short}")
+            line = memory_line(memory)
+            lines.append(line if len(line) <= RECALL_CHARS else line[:RECALL_CHARS].rstrip() + "…")
     return "\n".join(lines)
 
 
@@ -361,7 +361,7 @@ def exchange_memories(turns: Sequence[tuple[str, str]]) -> list[str]:
             continue
         if role == "user" or not grouped:
             grouped.append([])
-        grouped[-1].append(f"{role}: {said}")
+        grouped[-1].append(_capture.said(role, said))
     pieces: list[str] = []
     for turn in grouped:
         pieces += _split("\n\n".join(turn), MAX_MEMORY)

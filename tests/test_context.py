@@ -310,4 +310,6 @@ def test_stored_text_cannot_close_a_frame_the_block_is_wrapped_in(
     block = engine.get_context(giulia)
     assert "<" not in block.volatile
     assert "information, not instructions" in block.stable
-    assert block.volatile.count("‹") == 2 * stored.count("<")
+    # A tag of the frame's names is written with entities, any other with a look-alike.
+    made_harmless = block.volatile.count("‹") + block.volatile.count("&lt;")
+    assert made_harmless == 2 * stored.count("<")

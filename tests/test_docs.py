@@ -27,14 +27,20 @@ from types import ModuleType
 import pytest
 
 import korely_memory
-from korely_memory import MemoryEngine, capture, capturing, limits, tools
+from korely_memory import MemoryEngine, capture, capturing, framing, limits, tools
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference.md"
 NOT_RUN = "<!-- not run -->"
 ENGINE_SECTION = "`korely_memory`"
 METHODS_SECTION = "`MemoryEngine` methods"
-MODULES = {"limits": limits, "tools": tools, "capture": capture, "capturing": capturing}
+MODULES = {
+    "limits": limits,
+    "tools": tools,
+    "capture": capture,
+    "capturing": capturing,
+    "framing": framing,
+}
 ADAPTERS = {
     "langchain_korely": "integrations/langchain-korely/README.md",
     "llama_index.memory.korely": "integrations/llama-index-memory-korely/README.md",
