@@ -93,6 +93,13 @@ class Background(Generic[Job]):
             self._cond.notify_all()
             return "queued"
 
+    def withdraw(self, key: Hashable) -> Job | None:
+        """Take back the job waiting under ``key``, which will not run; None when none waits."""
+        with self._cond:
+            waiting = self._pending.pop(key, None)
+            self._cond.notify_all()
+            return waiting.job if waiting is not None else None
+
     def pending(self) -> int:
         """Jobs waiting or running."""
         with self._cond:

@@ -1,12 +1,16 @@
 """Applying a capture's operations, in the write transaction that keeps its excerpt.
 
-Every operation is written with the excerpt's memory as its source and without
-an administrator's rights: an account-wide fact, or a change to one, becomes a
-proposal. An operation the engine refuses (a bad key, nothing to replace, the
-ceiling) is reported and skipped; the others still apply.
+Every operation is written as read from a memory (what it replaces ends with
+``read_from_memory``), with the excerpt's memory as its source when the excerpt
+is kept, and without an administrator's rights: an account-wide fact,
+or a change to one, becomes a proposal. An operation the engine refuses (a bad
+key, nothing to replace, the ceiling) is reported and skipped; the others still
+apply.
 """
 
 from __future__ import annotations
+
+import re
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -17,10 +21,20 @@ from ._identity import EndCause, Identity, Scope
 from ._schema import memories
 from ._types import CaptureStep, Fact, Operation
 
+_BLANK_LINES = re.compile(r"\n[^\S\n]*\n\s*")
+
+
+def said(role: str, text: str) -> str:
+    """One message as a memory keeps it: ``role: text``, one paragraph (a blank line within the
+    text becomes a line break), so the paragraphs of an excerpt are its speakers' and no
+    message can add a speaker of its own."""
+    return f"{role.strip()}: {_BLANK_LINES.sub(chr(10), text.strip())}"
+
 
 def excerpt(messages: object) -> str:
-    """The excerpt as its memory keeps it: ``role: text`` paragraphs; ``InvalidRequest`` naming
-    ``messages`` unless they are (role, text) pairs of text that fit in one memory."""
+    """The excerpt as its memory keeps it: ``role: text`` paragraphs (``said``);
+    ``InvalidRequest`` naming ``messages`` unless they are (role, text) pairs of text that fit
+    in one memory."""
     if isinstance(messages, (str, bytes)) or not hasattr(messages, "__iter__"):
         raise InvalidRequest("messages", "must be a sequence of (role, text) pairs")
     lines = []
@@ -33,30 +47,32 @@ def excerpt(messages: object) -> str:
             )
         role, text = item
         if text.strip():
-            lines.append(f"{role.strip()}: {text.strip()}")
+            lines.append(said(role, text))
     return _validation.content("\n\n".join(lines), field="messages", limit=_validation.MAX_MEMORY)
 
 
-def already_kept(conn: Connection, who: Identity, excerpt: str) -> bool:
-    """Whether this identity keeps this very excerpt already: capturing it again writes nothing."""
-    found = conn.execute(
-        sa.select(memories.c.id)
+def kept_last(conn: Connection, who: Identity, excerpt: str) -> bool:
+    """Whether this very excerpt is the newest memory of this identity: a turn captured twice
+    (retried, resumed) writes nothing the second time; the same words said again after other
+    turns are a new excerpt."""
+    newest = conn.execute(
+        sa.select(memories.c.content)
         .where(
             memories.c.account == who.account,
             memories.c.agent == who.agent,
             memories.c.owner_key == _versions.owner_key(who.user),
-            memories.c.content == excerpt,
         )
+        .order_by(memories.c.id.desc())
         .limit(1)
-    )
-    return found.first() is not None
+    ).scalar()
+    return newest == excerpt
 
 
 def apply(
     conn: Connection,
     w: _writes.Writer,
     who: Identity,
-    memory_id: int,
+    memory_id: int | None,
     operations: list[Operation],
     *,
     ceiling: int | None,
@@ -76,7 +92,7 @@ def _one(
     conn: Connection,
     w: _writes.Writer,
     who: Identity,
-    memory_id: int,
+    memory_id: int | None,
     op: Operation,
     *,
     ceiling: int | None,
@@ -94,13 +110,15 @@ def _one(
     content = _validation.content(op.content)
     if op.action == "replace" or (before is not None and op.scope is None):
         after = _writes.correct(
-            conn, w, who, key, content, reader=reader, rights=False, source=memory_id
-        )
+            conn, w, who, key, content,
+            reader=reader, rights=False, source=memory_id, read_from_memory=True,
+        )  # fmt: skip
     else:
         scope = Scope.ACCOUNT_PROPOSED if op.scope == "account" else Scope.USER
         after = _writes.record(
             conn, w, who, key, content,
             scope=scope.value, source=memory_id, ceiling=ceiling, reader=reader,
+            read_from_memory=True,
         )  # fmt: skip
     return CaptureStep(op, _outcome(before, after), after)
 

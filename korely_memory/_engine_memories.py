@@ -143,19 +143,25 @@ class MemoryMethods(EngineCore):
         dry_run: bool = False,
         max_facts: int | None = None,
         reader: str | None = None,
+        keep_excerpt: bool = True,
     ) -> CaptureReport:
-        """Keep a conversation excerpt and the facts an extractor draws from it.
+        """Keep the facts an extractor draws from a conversation excerpt, and the excerpt.
 
         The extractor is called with the excerpt and ``who``'s true facts (so that
-        it reuses their keys) and answers with ``Operation``s. The excerpt is kept
-        as a memory, and the operations are written with it as their source, in
-        one transaction: a fact they replace ends with ``read_from_memory``, and
-        forgetting the memory ends what was read from it. They never touch
-        another identity and never use an administrator's rights: an account-wide
-        fact, or a change to a confirmed one, becomes a proposal for review. An
-        operation that would write what its key already says changes nothing;
-        one the engine refuses is reported and skipped. Capturing the same
-        excerpt again writes nothing and does not call the extractor.
+        it reuses their keys) and answers with ``Operation``s, written in one
+        transaction: a fact they replace ends with ``read_from_memory``. They never
+        touch another identity and never use an administrator's rights: an
+        account-wide fact, or a change to a confirmed one, becomes a proposal for
+        review. An operation that would write what its key already says changes
+        nothing; one the engine refuses is reported and skipped.
+
+        With ``keep_excerpt``, the excerpt is kept as a memory, the source of the
+        facts written: forgetting the memory ends what was read from it, and
+        erasing a fact (``forget(erase=True)``) erases the excerpts that hold its
+        words. Capturing the excerpt the identity kept last again (a turn
+        captured twice) writes nothing and does not call the extractor; the same
+        words said again later are captured again. Without it, nothing of the
+        excerpt is kept but the facts.
 
         Args:
             who: Whose memory: (account, user, agent).
@@ -164,9 +170,12 @@ class MemoryMethods(EngineCore):
             dry_run: Report what would be done, and write nothing.
             max_facts: Refuse a new key once ``who`` holds this many facts.
             reader: The writing agent's reader name: it is not told of its own changes.
+            keep_excerpt: Keep the excerpt as a memory, shown in blocks as quoted speech
+                and found by ``search``.
 
         Returns:
-            The memory kept and what became of each operation.
+            The memory kept (None without ``keep_excerpt``) and what became of each
+            operation.
 
         Raises:
             InvalidRequest: An argument breaks a rule, or the extractor's answer is
@@ -177,19 +186,23 @@ class MemoryMethods(EngineCore):
         ceiling = _validation.optional_count("max_facts", max_facts)
         _validation.name("reader", reader, optional=True)
         rehearsal = _validation.flag("dry_run", dry_run)
+        keeping = _validation.flag("keep_excerpt", keep_excerpt)
         turns = [(role, text) for role, text in messages]
-        if self._read(lambda conn: _capture.already_kept(conn, who, said)):
+        if keeping and self._read(lambda conn: _capture.kept_last(conn, who, said)):
             return CaptureReport(None, dry_run=rehearsal, already_captured=True)
         known = self._read(lambda conn: _versions.visible(conn, who))
         operations = operations_from(extractor(turns, known))
 
         def work(conn: Connection) -> CaptureReport:
             _versions.lock_person(conn, who.account, who.user, reader)
-            if _capture.already_kept(conn, who, said):  # captured meanwhile
-                return CaptureReport(None, dry_run=rehearsal, already_captured=True)
-            memory = _memories.add(conn, who, said, self._now(), self._words)
+            memory = None
+            if keeping:
+                if _capture.kept_last(conn, who, said):  # captured meanwhile
+                    return CaptureReport(None, dry_run=rehearsal, already_captured=True)
+                memory = _memories.add(conn, who, said, self._now(), self._words)
+            source = memory.id if memory is not None else None
             steps = _capture.apply(
-                conn, self._writer, who, memory.id, operations, ceiling=ceiling, reader=reader
+                conn, self._writer, who, source, operations, ceiling=ceiling, reader=reader
             )
             report = CaptureReport(memory, tuple(steps), dry_run=rehearsal)
             if rehearsal:

@@ -22,7 +22,7 @@ from . import _database, _versions
 from ._identity import EndCause, Identity
 from ._ranking import bm25_idf, bm25_term, forget_vectors
 from ._schema import facts, memories, memory_terms, personal_row
-from ._types import Memory
+from ._types import Fact, Memory
 from ._words import Words
 
 RECENT = 200  # memories looked at for one block when every one is scored (embeddings)
@@ -215,6 +215,40 @@ def whole(conn: Connection, memory_ids: Sequence[int]) -> dict[int, Memory]:
         return {}
     rows = conn.execute(_WHOLE, {"ids": sorted(set(memory_ids))})
     return {r.id: Memory.from_row(r) for r in rows}
+
+
+def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> int:
+    """Delete the memories that hold the words of ``versions`` (all of one key, before their
+    words are erased): those any of them was read from, and those of the same namespace that
+    hold most of a version's words (more than half of its distinct words, and at least two
+    when it has two), in each version's namespace. Facts read from a deleted memory keep
+    their words and lose the link.
+    Returns how many memories were deleted."""
+    doomed = {v.source_memory_id for v in versions if v.source_memory_id is not None}
+    for version in versions:
+        terms = words.distinct(version.content)
+        if not terms:
+            continue
+        need = max(len(terms) // 2 + 1, min(2, len(terms)))
+        held = conn.execute(
+            sa.select(memory_terms.c.memory_id)
+            .where(
+                memory_terms.c.account == version.account,
+                memory_terms.c.agent == version.agent,
+                memory_terms.c.space == _versions.owner_key(version.owner),
+                memory_terms.c.term.in_(terms),
+            )
+            .group_by(memory_terms.c.memory_id)
+            .having(sa.func.count() >= need)
+        )
+        doomed.update(held.scalars())
+    if not doomed:
+        return 0
+    ids = sorted(doomed)
+    texts = conn.execute(sa.select(memories.c.content).where(memories.c.id.in_(ids))).scalars()
+    forget_vectors(conn, list(texts))
+    conn.execute(memory_terms.delete().where(memory_terms.c.memory_id.in_(ids)))
+    return conn.execute(memories.delete().where(memories.c.id.in_(ids))).rowcount
 
 
 def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:

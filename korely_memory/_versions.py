@@ -360,6 +360,11 @@ def same_key(fact: Fact) -> sa.ColumnElement[bool]:
     return sa.and_(*where, facts.c.owner_key == owner_key(fact.owner), personal)
 
 
+def versions_where(conn: Connection, selected: sa.ColumnElement[bool]) -> list[Fact]:
+    """The versions ``selected`` selects."""
+    return [Fact.from_row(r) for r in conn.execute(sa.select(facts).where(selected))]
+
+
 def erase_words(conn: Connection, where: sa.ColumnElement[bool]) -> int:
     """Remove the words of the versions ``where`` selects (ended ones: no index row holds them),
     and any vector kept of them."""

@@ -44,8 +44,13 @@ def record(
     source: int | None = None,
     ceiling: int | None = None,
     reader: str | None = None,
+    read_from_memory: bool = False,
 ) -> Fact:
-    """``remember``: record ``content`` under ``key``, replacing what is there."""
+    """``remember``: record ``content`` under ``key``, replacing what is there.
+
+    ``read_from_memory``: it was read from a conversation (capture), whether or not the
+    excerpt is kept as the memory ``source``: what it replaces ends with that cause.
+    """
     _versions.lock_person(conn, who.account, who.user, reader)
     if ceiling is not None:
         _versions.lock_ceiling(conn, who)
@@ -70,7 +75,9 @@ def record(
         old,
         who,
         reader,
-        cause=EndCause.READ_FROM_MEMORY if source is not None else EndCause.STATED,
+        cause=EndCause.READ_FROM_MEMORY
+        if source is not None or read_from_memory
+        else EndCause.STATED,
         valid_from=valid_from,
         **_own_version(who, key, content, scope, source),
     )
@@ -87,12 +94,14 @@ def correct(
     reader: str | None = None,
     rights: bool = True,
     source: int | None = None,
+    read_from_memory: bool = False,
 ) -> Fact:
     """``correct``: replace the true fact under ``key``; without ``rights``, an account fact's
-    correction is a proposal."""
+    correction is a proposal. ``read_from_memory`` as for ``record``."""
     _versions.lock_person(conn, who.account, who.user, reader)
     _versions.lock_key(conn, who, key)
-    cause = EndCause.READ_FROM_MEMORY if source is not None else EndCause.CORRECTED
+    read = source is not None or read_from_memory
+    cause = EndCause.READ_FROM_MEMORY if read else EndCause.CORRECTED
     old = _versions.own_current(conn, who, key)
     if old is None:
         old = _account_fact(conn, w, who, key, "correct", propose=not rights)
@@ -156,7 +165,9 @@ def end(
         writer=(who.account, reader) if reader else None,
     )
     if erase:
-        _versions.erase_words(conn, _versions.same_key(old))
+        every = _versions.same_key(old)
+        _memories.erase_holding(conn, _versions.versions_where(conn, every), w.words)
+        _versions.erase_words(conn, every)
     return _fact(conn, old.id)
 
 

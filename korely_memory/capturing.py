@@ -76,6 +76,9 @@ class CaptureStats:
     superseded: int = 0
     """Turns whose capture was still waiting when a later turn of the same conversation ended:
     the later capture took it over and covers both."""
+    withheld: int = 0
+    """Turns not captured because the agent erased a fact in them (the person asked that
+    something not be kept), and the turns of the conversation that waited to join them."""
     pending: int = 0
     """Captures waiting or running now."""
 
@@ -197,8 +200,13 @@ def _cut(text: str, size: int) -> tuple[str, str]:
     return text[:cut].strip(), text[cut:].strip()
 
 
-def check_capture(capture: Any, inline: Any, delay: Any) -> None:
-    """Raises `InvalidRequest` naming `capture`, `capture_inline` or `capture_delay`."""
+def check_capture(capture: Any, inline: Any, delay: Any, keep_excerpts: Any = False) -> None:
+    """Raises `InvalidRequest` naming `capture`, `capture_inline`, `capture_delay` or
+    `keep_excerpts`."""
+    if not isinstance(keep_excerpts, bool):
+        raise InvalidRequest("keep_excerpts", "must be True or False")
+    if keep_excerpts and capture is None:
+        raise InvalidRequest("keep_excerpts", "needs capture=, the extractor to capture with")
     if capture is not None and not callable(capture):
         raise InvalidRequest("capture", "must be an extractor, e.g. korely_extractor(model)")
     if not isinstance(inline, bool):
@@ -227,12 +235,17 @@ class Captures:
         max_facts: int | None,
         inline: bool,
         delay: float,
+        keep_excerpts: bool = False,
     ) -> None:
         self._engine = engine
         self._extractor = extractor
-        self._options: dict[str, Any] = {"reader": reader, "max_facts": max_facts}
+        self._options: dict[str, Any] = {
+            "reader": reader,
+            "max_facts": max_facts,
+            "keep_excerpt": keep_excerpts,
+        }
         self._background = None if inline else Background(self._capture, Job.joined, delay=delay)
-        self._counts = {"captured": 0, "failed": 0, "dropped": 0, "superseded": 0}
+        self._counts = {"captured": 0, "failed": 0, "dropped": 0, "superseded": 0, "withheld": 0}
         self._lock = threading.Lock()
 
     def stats(self) -> CaptureStats:
@@ -241,7 +254,12 @@ class Captures:
             return CaptureStats(**self._counts, pending=pending)
 
     def finished(
-        self, who: Identity, conversation: Hashable | None, turn: Hashable, pairs: Pairs
+        self,
+        who: Identity,
+        conversation: Hashable | None,
+        turn: Hashable,
+        pairs: Pairs,
+        erased: bool = False,
     ) -> None:
         """A turn ended: capture it now (inline) or soon (in the background).
 
@@ -251,7 +269,13 @@ class Captures:
                 None: a conversation of its own, which nothing joins.
             turn: The turn's id: the same turn ended again replaces its waiting excerpt.
             pairs: What the turn said, `(role, text)`; nothing is captured without a user's.
+            erased: The agent erased a fact in this turn (`forget` with `erase`): the turn,
+                which holds the words asked to be erased, is not captured, nor are the turns
+                of its conversation still waiting to be.
         """
+        if erased:
+            self._withhold(who, conversation)
+            return
         job = _job(who, turn, pairs)
         if job is None:
             return
@@ -262,9 +286,17 @@ class Captures:
             self._submit(conversation, job)
 
     async def afinished(
-        self, who: Identity, conversation: Hashable | None, turn: Hashable, pairs: Pairs
+        self,
+        who: Identity,
+        conversation: Hashable | None,
+        turn: Hashable,
+        pairs: Pairs,
+        erased: bool = False,
     ) -> None:
         """Async twin of `finished`: an inline capture runs in a thread."""
+        if erased:
+            self._withhold(who, conversation)
+            return
         job = _job(who, turn, pairs)
         if job is None:
             return
@@ -282,6 +314,12 @@ class Captures:
         left = self._background.close(timeout)
         self._count("dropped", left)
         return left == 0
+
+    def _withhold(self, who: Identity, conversation: Hashable | None) -> None:
+        waiting = None
+        if self._background is not None and conversation is not None:
+            waiting = self._background.withdraw((conversation, who))
+        self._count("withheld", 1 + (len(waiting.turns) if waiting is not None else 0))
 
     def _submit(self, conversation: Hashable | None, job: Job) -> None:
         assert self._background is not None

@@ -153,3 +153,41 @@ def test_the_prompt_keeps_each_quoted_message_on_its_line() -> None:
     assert operations_from({"operations": [{"action": "end", "key": "k"}]}) == [
         Operation("end", "k")
     ]
+
+
+def test_without_keep_excerpt_only_the_facts_are_kept(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    extractor = Scripted([Operation("record", "home-city", "Giulia lives in Milan")], [])
+    report = engine.capture(giulia, EXCERPT, extractor=extractor, keep_excerpt=False)
+    assert report.memory is None and report.steps[0].outcome == "recorded"
+    assert report.steps[0].fact is not None and report.steps[0].fact.source_memory_id is None
+    assert engine.search_memories(giulia, "Milan") == []
+    assert engine.export_user("acme", "giulia").memories == ()
+    again = engine.capture(giulia, EXCERPT, extractor=extractor, keep_excerpt=False)
+    assert not again.already_captured and len(extractor.shown) == 2  # nothing kept to compare
+
+
+def test_the_same_words_said_again_later_are_captured_again(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    rome = [("user", "I live in Rome"), ("assistant", "Noted.")]
+    extractor = Scripted(
+        [Operation("record", "home-city", "Giulia lives in Rome")],
+        [Operation("replace", "home-city", "Giulia lives in Milan")],
+        [Operation("replace", "home-city", "Giulia lives in Rome")],
+    )
+    engine.capture(giulia, rome, extractor=extractor)
+    engine.capture(
+        giulia, [("user", "I moved to Milan"), ("assistant", "Noted.")], extractor=extractor
+    )
+    back = engine.capture(giulia, rome, extractor=extractor)  # the same words, after others
+    assert not back.already_captured and len(extractor.shown) == 3
+    assert engine.get_facts(giulia)[0].content == "Giulia lives in Rome"
+    assert engine.capture(giulia, rome, extractor=extractor).already_captured  # just kept
+
+
+def test_keep_excerpt_is_true_or_false(engine: MemoryEngine, giulia: Identity) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        engine.capture(giulia, EXCERPT, extractor=Scripted([]), keep_excerpt="no")  # type: ignore[arg-type]
+    assert refused.value.field == "keep_excerpt"

@@ -162,3 +162,31 @@ def test_trim_stats_and_scrub(db_url: str, giulia: Identity) -> None:
 
     scrubbed = korely("--url", db_url, "scrub")
     assert scrubbed.exit_code == 0 and scrubbed.stdout == "scrubbed\n"
+
+
+def test_forget_ends_a_fact_and_erase_removes_its_words_and_excerpts(
+    db_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(db_url) as engine:
+        engine.remember(giulia, "pet", "Giulia has a cat")
+        engine.add_memory(giulia, "user: I have type 1 diabetes\n\nassistant: ok")
+        engine.remember(giulia, "health", "Giulia has type 1 diabetes")
+    ended = as_json(
+        korely("--json", "--url", db_url, "forget", "acme", "giulia", "support-copilot", "pet")
+    )
+    assert (ended["key"], ended["end_cause"], ended["content"]) == (
+        "pet",
+        "forgotten",
+        "Giulia has a cat",
+    )
+
+    where = ("--url", db_url, "forget", "acme", "giulia", "support-copilot", "health", "--erase")
+    asked = korely(*where, input="n\n")
+    assert asked.exit_code != 0  # an erasure is confirmed first
+    erased = korely(*where, "--yes")
+    assert erased.exit_code == 0, erased.stderr
+    with MemoryEngine(db_url) as engine:
+        assert engine.search(giulia, "diabetes") == engine.search(giulia, "nothing at all")
+        assert all(v.content == "" for v in engine.history(giulia, "health"))
+    missing = korely("--url", db_url, "forget", "acme", "giulia", "support-copilot", "health")
+    assert "no true fact" in one_error(missing, "not_found")

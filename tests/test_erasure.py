@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Fact, Identity, MemoryEngine, NotFound, PermissionDenied, _cache
+from korely_memory import (
+    Fact,
+    Identity,
+    Memory,
+    MemoryEngine,
+    NotFound,
+    Operation,
+    PermissionDenied,
+    _cache,
+    _versions,
+)
 from korely_memory._schema import Base
 
 ADMIN = Identity("acme", "anna", "support-copilot")
@@ -261,3 +271,74 @@ def test_a_clock_that_steps_back_never_reorders_history(db_url: str, giulia: Ide
 def engine_history(url: str, giulia: Identity) -> list[object]:
     with MemoryEngine(url) as engine:
         return engine.history(giulia, "home-city")  # type: ignore[return-value]
+
+
+# -- erasing a fact erases the conversation excerpts that hold its words ------------------
+
+
+def health(messages: object, facts: object) -> list[Operation]:
+    """An extractor that reads a health condition from what the user said."""
+    said = " ".join(text for _, text in messages)  # type: ignore[attr-defined]
+    if "diabetes" in said and "forget" not in said:
+        return [Operation("record", "health", f"Giulia has type 1 diabetes {SECRET}")]
+    return []
+
+
+def test_erasing_a_fact_erases_the_excerpts_that_hold_its_words(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.capture(
+        giulia,
+        [("user", f"I have type 1 diabetes {SECRET}"), ("assistant", "ok")],
+        extractor=health,
+    )
+    engine.capture(
+        giulia,
+        [("user", "I live in Rome, and my type 1 diabetes is fine"), ("assistant", "Good.")],
+        extractor=lambda m, f: [Operation("record", "home-city", "Giulia lives in Rome")],
+    )
+    engine.add_memory(giulia, f"user: the {SECRET} type 1 diabetes check is on Monday")
+    engine.add_memory(giulia, "user: my mother has diabetes")  # another fact's words
+    engine.add_memory(giulia, "user: I plan to visit Rome")
+    assert len(engine.search(giulia, "diabetes").memories) == 4
+
+    engine.forget(giulia, "health", erase=True)
+
+    left = [m.content for m in engine.export_user("acme", "giulia").memories]
+    assert left == ["user: my mother has diabetes", "user: I plan to visit Rome"]
+    assert [m.content for m in engine.search(giulia, "type 1 diabetes").memories] == left[:1]
+    block = engine.get_context(giulia, "diabetes")
+    assert SECRET not in block.text and "type 1" not in block.text
+    home = engine.get_facts(giulia)[0]  # read from an excerpt that is gone: still true
+    assert home.content == "Giulia lives in Rome" and home.source_memory_id is None
+    assert engine.search(Identity("acme", "giulia", "sales"), "diabetes").memories == ()
+
+
+def test_an_erasure_that_fails_leaves_the_excerpts_in_place(
+    engine: MemoryEngine, giulia: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.capture(giulia, [("user", f"I have type 1 diabetes {SECRET}")], extractor=health)
+
+    def broken(*args: object) -> int:
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(_versions, "erase_words", broken)
+    with pytest.raises(RuntimeError):
+        engine.forget(giulia, "health", erase=True)
+    assert len(engine.search(giulia, "diabetes").memories) == 1
+    assert engine.get_facts(giulia)[0].key == "health"  # one transaction: nothing happened
+
+
+def test_no_word_of_an_erased_excerpt_stays_in_the_sqlite_file(
+    sqlite_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(sqlite_url) as engine:
+        engine.capture(giulia, [("user", f"I have type 1 diabetes {SECRET}")], extractor=health)
+        engine.get_context(giulia, "diabetes")  # its line cached for the next read
+        assert SECRET.encode() in file_bytes(sqlite_url)
+        engine.forget(giulia, "health", erase=True)
+        assert SECRET.encode() not in file_bytes(sqlite_url)
+        engine.get_context(giulia, "diabetes")
+        gc.collect()
+        kept = [o for o in gc.get_objects() if isinstance(o, Memory)]
+        assert not [m.id for m in kept if SECRET in m.content]

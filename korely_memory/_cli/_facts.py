@@ -62,6 +62,40 @@ def history(ctx: click.Context, account: str, user: str, agent: str, key: str) -
     emit(ctx.obj, found, lambda: facts_table(found, versions=True, empty="no versions"))
 
 
+@cli.command()
+@click.argument("account")
+@click.argument("user")
+@click.argument("agent")
+@click.argument("key")
+@click.option(
+    "--erase",
+    is_flag=True,
+    help="Remove the words of every version too, and the conversation excerpts that hold them.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask to confirm an erasure.")
+@common
+@click.pass_context
+def forget(
+    ctx: click.Context, account: str, user: str, agent: str, key: str, erase: bool, yes: bool
+) -> None:
+    """End the fact ACCOUNT USER AGENT keeps under KEY (an account fact too: as an operator).
+
+    With --erase, the words of every version under KEY are removed, and so are the
+    memories the fact was read from or that hold its words, as the memory tools do
+    when a person asks that something not be kept.
+    """
+    engine = open_engine(ctx)
+    who = Identity(account, user_or_none(user), agent)
+    if erase and not yes:
+        click.confirm(
+            f"Erase every version of {key!r} and the excerpts that hold it? It cannot be undone",
+            abort=True,
+            err=True,
+        )
+    ended = engine.forget(who, key, erase=erase)
+    emit(ctx.obj, ended, lambda: facts_table([ended], versions=True))
+
+
 # -- review ------------------------------------------------------------------------------
 
 
