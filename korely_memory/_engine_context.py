@@ -27,6 +27,7 @@ class ContextMethods(EngineCore):
         as_of: Moment | None = None,
         known_as_of: Moment | None = None,
         hold: bool | float | dt.timedelta | None = None,
+        renew: str | None = None,
     ) -> ContextBlock:
         """The block an agent reads at the start of a conversation, fitted to ``token_budget``.
 
@@ -49,6 +50,10 @@ class ContextMethods(EngineCore):
                 this reader shows them meanwhile; ``acknowledge(block.receipt)``
                 spends them; once the hold runs out unacknowledged, the next read
                 tells them again.
+            renew: The receipt of an earlier held block of the same turn, read
+                again (the agent wrote meanwhile): the changes it holds are shown
+                again, with any new ones, and held under this block's receipt,
+                which replaces the earlier one. Needs ``reader`` and ``hold``.
 
         Returns:
             The block. ``block.text`` goes into the prompt.
@@ -67,6 +72,7 @@ class ContextMethods(EngineCore):
             known_as_of=known_as_of,
             hold=hold,
             default_hold=_validation.DEFAULT_HOLD,
+            renew=renew,
         )
         now = self._now()
         held = _read_path.new_hold(request, now)

@@ -62,21 +62,35 @@ _PENDING = (
         marks.c.subject.in_(sa.bindparam("subjects", expanding=True)),
         # As in the partial index ix_korely_marks_pending.
         sa.text("korely_marks.ended_at IS NOT NULL AND korely_marks.told_at IS NULL"),
-        sa.or_(marks.c.held_until.is_(None), marks.c.held_until <= sa.bindparam("now")),
+        sa.or_(
+            marks.c.held_until.is_(None),
+            marks.c.held_until <= sa.bindparam("now"),
+            marks.c.hold_token == sa.bindparam("renewing"),
+        ),
     )
     .order_by(marks.c.ended_at.desc(), facts.c.id.desc())
     .limit(LOOK_AT)
 )
 
 
-def pending(conn: Connection, who: Identity, reader: str, now: dt.datetime) -> list[Fact]:
+def pending(
+    conn: Connection, who: Identity, reader: str, now: dt.datetime, renewing: str | None = None
+) -> list[Fact]:
     """Versions ``reader`` was handed, about this block's user or about no user, that ended since.
 
-    Changes another read holds are left out until their hold runs out.
+    Changes another read holds are left out until their hold runs out, except those held
+    under ``renewing``, the token of the earlier block a read renews.
     """
     subjects = sorted({who.user or "", ""})
     rows = conn.execute(
-        _PENDING, {"account": who.account, "reader": reader, "subjects": subjects, "now": now}
+        _PENDING,
+        {
+            "account": who.account,
+            "reader": reader,
+            "subjects": subjects,
+            "now": now,
+            "renewing": renewing or "",
+        },
     ).all()
     return [Fact.from_row(r) for r in rows]
 
@@ -175,13 +189,17 @@ def claim(
 
     A compare-and-set: a mark already told, or held by another read whose hold
     has not run out, is not taken, so two reads never both tell one change.
-    With ``hold``, the marks are held instead of spent.
+    With ``hold``, the marks are held instead of spent; marks held under its token
+    already (a block renewed) are held again, until its new end.
     """
     if not fact_ids:
         return set()
-    values = (
-        {"told_at": now} if hold is None else {"hold_token": hold.token, "held_until": hold.until}
-    )
+    free = [marks.c.held_until.is_(None), marks.c.held_until <= now]
+    if hold is None:
+        values: dict[str, Any] = {"told_at": now}
+    else:
+        values = {"hold_token": hold.token, "held_until": hold.until}
+        free.append(marks.c.hold_token == hold.token)
     rows = conn.execute(
         marks.update()
         .where(
@@ -189,7 +207,7 @@ def claim(
             marks.c.reader == reader,
             marks.c.fact_id.in_(sorted(fact_ids)),
             marks.c.told_at.is_(None),
-            sa.or_(marks.c.held_until.is_(None), marks.c.held_until <= now),
+            sa.or_(*free),
         )
         .values(**values)
         .returning(marks.c.fact_id)

@@ -47,6 +47,8 @@ class ReadRequest:
     at: dt.datetime | None
     known: dt.datetime | None
     hold: dt.timedelta | None
+    renew: str | None = None
+    """The hold token of an earlier block whose changes this read shows again."""
 
     @classmethod
     def of(
@@ -61,9 +63,10 @@ class ReadRequest:
         known_as_of: object,
         hold: object,
         default_hold: dt.timedelta,
+        renew: object = None,
     ) -> ReadRequest:
         """The request, or ``InvalidRequest`` naming the first argument that breaks a rule."""
-        return cls(
+        request = cls(
             who=_validation.identity(who),
             query=_validation.query(query),
             reader=_validation.name("reader", reader, optional=True),
@@ -72,7 +75,13 @@ class ReadRequest:
             at=_validation.moment("as_of", as_of),
             known=_validation.moment("known_as_of", known_as_of),
             hold=_validation.hold(hold, default_hold),
+            renew=None if renew is None else parse_receipt(renew, field="renew")[0],
         )
+        if request.renew is not None and (request.hold is None or not request.marking):
+            raise InvalidRequest(
+                "renew", "needs a reader and hold=: it holds again what an earlier block held"
+            )
+        return request
 
     @property
     def of_the_past(self) -> bool:
@@ -160,7 +169,7 @@ def gather(
     gathered = Gathered(found, total, shown, excerpts=excerpts)
     if request.marking:
         assert request.reader is not None
-        ended = _marks.pending(conn, who, request.reader, now)
+        ended = _marks.pending(conn, who, request.reader, now, renewing=request.renew)
         subjects = {who.user or "", ""}
         unmarked = [f.id for f in owed if _marks.subject_of(f) in subjects]
         known = {f.id for f in ended}
@@ -288,10 +297,11 @@ def settle(
 
 
 def new_hold(request: ReadRequest, now: dt.datetime) -> _marks.Hold | None:
-    """A fresh hold for a read that asked for one."""
+    """A fresh hold for a read that asked for one: under the token of the block it renews, if
+    any, whose changes it may then take again."""
     if request.hold is None or not request.marking:
         return None
-    return _marks.Hold(secrets.token_hex(16), now + request.hold)
+    return _marks.Hold(request.renew or secrets.token_hex(16), now + request.hold)
 
 
 def receipt(token: str, mark_ids: Iterable[int]) -> str:
@@ -299,14 +309,14 @@ def receipt(token: str, mark_ids: Iterable[int]) -> str:
     return token + RECEIPT_SEPARATOR + ",".join(str(i) for i in sorted(set(mark_ids)))
 
 
-def parse_receipt(value: object) -> tuple[str, list[int]]:
-    """A receipt's token and mark ids, or ``InvalidRequest`` naming ``receipt``."""
+def parse_receipt(value: object, field: str = "receipt") -> tuple[str, list[int]]:
+    """A receipt's token and mark ids, or ``InvalidRequest`` naming ``field``."""
     if isinstance(value, str):
         token, separator, ids = value.partition(RECEIPT_SEPARATOR)
         numbers = [int(i) for i in ids.split(",") if i.isdigit() and len(i) < 19]
         if separator and _TOKEN.fullmatch(token) and numbers and len(numbers) == ids.count(",") + 1:
             return token, numbers
-    raise InvalidRequest("receipt", "must be the receipt a block carried (block.receipt)")
+    raise InvalidRequest(field, "must be the receipt a block carried (block.receipt)")
 
 
 _TOKEN = re.compile(r"[0-9a-f]{32}")

@@ -166,3 +166,39 @@ def test_a_released_hold_is_told_again_at_once(held: MemoryEngine, giulia: Ident
     assert told(again) == ["Giulia lives in Milan"]
     assert held.acknowledge(block.receipt) == 0  # type: ignore[arg-type]  (released: not its)
     assert held.acknowledge(again.receipt) == 1  # type: ignore[arg-type]
+
+
+def test_a_block_read_again_in_its_turn_tells_what_it_held(
+    held: MemoryEngine, giulia: Identity
+) -> None:
+    first = held.get_context(giulia, reader="bot", hold=True)
+    held.remember(giulia, "plan", "Giulia uses the Pro plan", reader="bot")  # the agent writes
+    assert held.get_context(giulia, reader="bot", hold=True).changed == ()  # another turn's read
+    again = held.get_context(giulia, reader="bot", hold=True, renew=first.receipt)
+    assert told(again) == ["Giulia lives in Milan"] and "Pro plan" in again.text
+    assert again.receipt is not None
+    assert held.acknowledge(again.receipt) == 1
+    assert held.get_context(giulia, reader="bot", hold=True, renew=again.receipt).changed == ()
+
+
+def test_a_renewal_holds_for_another_period(
+    held: MemoryEngine, clock: Clock, giulia: Identity
+) -> None:
+    first = held.get_context(giulia, reader="bot", hold=60)
+    clock.advance(seconds=50)
+    again = held.get_context(giulia, reader="bot", hold=60, renew=first.receipt)
+    clock.advance(seconds=50)  # past the first hold, within the renewed one
+    assert held.get_context(giulia, reader="bot", hold=True).changed == ()
+    assert held.acknowledge(again.receipt) == 1  # type: ignore[arg-type]
+
+
+def test_renew_needs_a_receipt_a_reader_and_a_hold(held: MemoryEngine, giulia: Identity) -> None:
+    receipt = held.get_context(giulia, reader="bot", hold=True).receipt
+    for bad in (
+        {"renew": receipt},  # no hold
+        {"renew": receipt, "hold": True, "reader": None},
+        {"renew": "not a receipt", "hold": True},
+    ):
+        with pytest.raises(InvalidRequest) as refused:
+            held.get_context(giulia, **{"reader": "bot", **bad})  # type: ignore[arg-type]
+        assert refused.value.field == "renew"
