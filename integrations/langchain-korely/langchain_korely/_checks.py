@@ -9,7 +9,6 @@ from typing import Any
 from korely_memory import InvalidRequest
 from langchain_korely._events import Watch
 from langchain_korely._placement import PLACEMENTS
-from langchain_korely._turns import Turn
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
@@ -46,14 +45,14 @@ def check_options(
     return name
 
 
-def to_acknowledge(watch: Watch, turn: Turn, middleware: str) -> bool:
-    """Whether the turn's held changes are now spent: a model call that had the block answered.
+def check_reached(watch: Watch, answer: Sequence[Any], middleware: str) -> bool:
+    """Whether a model call with the block answered, within one call of the middleware.
 
     Raises:
-        InvalidRequest: The model was called, but never with the block (`field` is
+        InvalidRequest: The answer came from a model call without the block (`field` is
             `middleware`): a middleware inside this one replaced the prompt.
     """
-    if watch.missed and not watch.reached:
+    if watch.missed and not watch.reached and watch.answered_without_block(answer):
         raise InvalidRequest(
             "middleware",
             f"the memory block of {middleware} did not reach the model: a middleware listed "
@@ -62,8 +61,7 @@ def to_acknowledge(watch: Watch, turn: Turn, middleware: str) -> bool:
             "middleware that sets the system prompt, e.g. "
             "create_agent(model, middleware=[my_prompt, KorelyMiddleware(engine)]).",
         )
-    block = turn.block
-    return bool(watch.reached and block and block.receipt and not turn.acknowledged)
+    return watch.reached > 0
 
 
 def check_tool_names(ours: Sequence[Any], offered: Sequence[Any], middleware: str) -> None:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables.config import var_child_runnable_config
 
 HIDDEN = "[korely memory block: given to the model, not shown in events]"
@@ -36,13 +38,32 @@ class Watch:
     """Model calls whose prompt held every needed text."""
     missed: int = 0
     """Model calls whose prompt lacked one."""
+    missed_runs: set[UUID] = field(default_factory=set)
+    """The runs of those calls."""
+    missed_answers: list[BaseMessage] = field(default_factory=list)
+    """What they answered: a model call answered without the block when its answer is one."""
 
-    def saw(self, messages: Sequence[BaseMessage]) -> None:
+    def saw(self, messages: Sequence[BaseMessage], run_id: UUID | None = None) -> None:
         pieces = [piece for message in messages for piece in _texts(message.content)]
         if all(any(text in piece for piece in pieces) for text in self.needed):
             self.reached += 1
         else:
             self.missed += 1
+            if run_id is not None:
+                self.missed_runs.add(run_id)
+
+    def answered(self, run_id: UUID, result: LLMResult) -> None:
+        if run_id in self.missed_runs:
+            self.missed_answers += [
+                g.message for gs in result.generations for g in gs if isinstance(g, ChatGeneration)
+            ]
+
+    def answered_without_block(self, answer: Sequence[BaseMessage]) -> bool:
+        """Whether a message of `answer` (what the model call returned) is what a model call
+        without the block said: another model called for its own ends (a guardrail's
+        classifier, a tool selector) is not the agent's model answering."""
+        said = [(m.text, getattr(m, "tool_calls", None)) for m in self.missed_answers]
+        return any((m.text, getattr(m, "tool_calls", None)) in said for m in answer)
 
 
 class _Screen(BaseCallbackHandler):
@@ -59,9 +80,13 @@ class _Screen(BaseCallbackHandler):
         private = [text for watch in self.watches for text in watch.private]
         for prompt in messages:
             for watch in self.watches:
-                watch.saw(prompt)
+                watch.saw(prompt, kwargs.get("run_id"))
             for index, message in enumerate(prompt):
                 prompt[index] = _hidden(message, private)
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        for watch in self.watches:
+            watch.answered(run_id, response)
 
 
 @contextmanager

@@ -8,10 +8,13 @@ The middleware keeps it here, in the process, for the turn it was read for:
   message the graph adds), in its thread, for one identity. Every model call
   of the run, a retry, and the run resumed after an interrupt find the same
   block; a new user message, even with the same words, starts a new turn.
-- A run whose model call failed before the block was acknowledged leaves its
-  turn under its words too, so a run retried with the same message sent again
-  (a new message id) tells the held changes instead of waiting for the hold
-  to run out.
+- A run whose model call failed leaves its turn under its words too, so a run
+  retried with the same message sent again (a new message id) tells the held
+  changes instead of waiting for the hold to run out.
+- When the agent's own tools write, the turn's next model call reads again,
+  renewing the hold of the block before: the changes it told stay in every
+  model call of the turn, and are spent once the run finishes with a model
+  having answered with them.
 - A turn lasts less than the engine's hold, after which its changes could be
   told elsewhere; at most `MAX_TURNS` are kept (the oldest go first), and a
   finished run drops its own.
@@ -45,7 +48,8 @@ class Turn:
     """None when the memory could not be read (`on_error="continue"`)."""
     query: str | None
     read_at: float
-    acknowledged: bool = False
+    reached: bool = False
+    """A model call with the block in its prompt answered."""
     stale: bool = False
     """A write of the agent's own tools since: the next model call reads again."""
 
@@ -111,16 +115,24 @@ class Turns:
         with self._lock:
             self._keep(self._open, key.turn, turn)
 
+    def held(self, key: TurnKey) -> str | None:
+        """The receipt of the block the turn had before (stale, or too old to use), for the
+        next read of the turn to renew."""
+        with self._lock:
+            turn = self._open.get(key.turn)
+        return turn.block.receipt if turn is not None and turn.block is not None else None
+
     def failed(self, key: TurnKey, turn: Turn) -> None:
         """A model call of the turn failed: a run sent again may take its block."""
-        if turn.acknowledged or turn.block is None or turn.block.receipt is None:
+        if turn.block is None or turn.block.receipt is None:
             return
         with self._lock:
             self._keep(self._failed, key.retry, turn)
 
-    def acknowledged(self, key: TurnKey, turn: Turn) -> None:
+    def reached(self, key: TurnKey, turn: Turn) -> None:
+        """A model call answered with the turn's block in its prompt."""
         with self._lock:
-            turn.acknowledged = True
+            turn.reached = True
             if self._failed.get(key.retry) is turn:
                 del self._failed[key.retry]
 
@@ -131,9 +143,10 @@ class Turns:
             if turn is not None:
                 turn.stale = True
 
-    def finished(self, key: TurnKey) -> None:
+    def finished(self, key: TurnKey) -> Turn | None:
+        """The run is over: its turn, no longer kept."""
         with self._lock:
-            self._open.pop(key.turn, None)
+            return self._open.pop(key.turn, None)
 
     def __len__(self) -> int:
         with self._lock:

@@ -20,11 +20,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, limits
 from korely_memory.capture import Extractor
 from korely_memory.capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
+from korely_memory.tools import FORGET
 from langchain_korely._capturing import run_turn
-from langchain_korely._checks import check_options, check_tool_names, to_acknowledge
+from langchain_korely._checks import check_options, check_reached, check_tool_names
 from langchain_korely._events import watching
 from langchain_korely._identity import IdentityResolver, RunView, identity_from_context
-from langchain_korely._placement import Placement, with_block
+from langchain_korely._placement import Placement, placed_texts, with_block
 from langchain_korely._turns import Turn, TurnKey, Turns, thread_of, turn_of
 from langchain_korely.tools import KorelyTool, check_tool_prefix, korely_tools
 
@@ -42,9 +43,10 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
     is never put in the graph's state: no stream mode, no event and no
     checkpoint carries it.
 
-    Changes shown are held, not spent, and acknowledged only once a model call
-    with the block in its prompt has answered: a failed call, a retried run or
-    an interrupted one tells them again, once.
+    Changes shown are held, not spent, and acknowledged when the run finishes,
+    once a model call with the block in its prompt has answered: they are in
+    every model call of the turn, and a failed run, a retried one or an
+    interrupted one never resumed tells them again, once.
 
     With `capture=`, each finished run's user turn is given to
     `MemoryEngine.capture`, in a background thread by default: the run neither
@@ -83,6 +85,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         capture: Extractor | None = None,
         capture_inline: bool = False,
         capture_delay: float = DEFAULT_DELAY,
+        keep_excerpts: bool = False,
     ) -> None:
         """Configure the middleware.
 
@@ -125,6 +128,10 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
             capture_delay: Seconds a background capture waits before it starts;
                 a run of the same thread that ends meanwhile joins it (one
                 capture, one model call, for both).
+            keep_excerpts: Keep each captured turn as a memory too (shown in later
+                blocks as quoted speech, found by `recall`), besides the facts drawn
+                from it. Off by default: only the facts are kept, which the person
+                can see, correct and erase under their keys.
 
         Raises:
             InvalidRequest: An argument is not one the middleware takes; `field`
@@ -136,7 +143,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         limits.check_changes(changes)
         limits.check_max_facts(max_facts)
         check_tool_prefix(tool_prefix)
-        check_capture(capture, capture_inline, capture_delay)
+        check_capture(capture, capture_inline, capture_delay, keep_excerpts)
         name = check_options(
             placement, on_error, read_only, cache_marker, identity_from, name, tool_prefix
         )
@@ -161,15 +168,17 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
             )
         for tool in self.tools:
             tool._written = self._written
+        self._forget_tools = frozenset(t.name for t in self.tools if t.definition is FORGET)
         self._turns = Turns()
         self.max_facts = max_facts
         self.capture, self.capture_inline = capture, capture_inline
         self.capture_delay = capture_delay
+        self.keep_excerpts = keep_excerpts
         self._captures = None
         if capture is not None:
             self._captures = Captures(
                 engine, capture, reader=reader, max_facts=max_facts,
-                inline=capture_inline, delay=capture_delay,
+                inline=capture_inline, delay=capture_delay, keep_excerpts=keep_excerpts,
             )  # fmt: skip
 
     @property
@@ -184,21 +193,17 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
     ) -> ModelResponse[Any]:
         """Call the model with the turn's block in its prompt."""
         key = self._turn_key(request)
-        turn = self._turns.find(key) or self._read(key)
+        turn = self._turns.find(key) or self._read(key, self._turns.held(key))
         if turn.block is None:
             return handler(request)
-        with watching(*_watched(turn.block)) as watch:
+        with watching(*self._watched(turn.block, request)) as watch:
             try:
                 response = handler(self._placed(request, turn.block))
             except BaseException:
                 self._turns.failed(key, turn)
                 raise
-        if to_acknowledge(watch, turn, self.name):
-            try:
-                self.engine.acknowledge(turn.block.receipt)  # type: ignore[arg-type]
-            except Exception:
-                logger.warning("could not acknowledge a korely-memory block", exc_info=True)
-            self._turns.acknowledged(key, turn)
+        if check_reached(watch, response.result, self.name):
+            self._turns.reached(key, turn)
         return response
 
     async def awrap_model_call(
@@ -208,21 +213,17 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
     ) -> ModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
         key = self._turn_key(request)
-        turn = self._turns.find(key) or await self._aread(key)
+        turn = self._turns.find(key) or await self._aread(key, self._turns.held(key))
         if turn.block is None:
             return await handler(request)
-        with watching(*_watched(turn.block)) as watch:
+        with watching(*self._watched(turn.block, request)) as watch:
             try:
                 response = await handler(self._placed(request, turn.block))
             except BaseException:
                 self._turns.failed(key, turn)
                 raise
-        if to_acknowledge(watch, turn, self.name):
-            try:
-                await self.engine.aacknowledge(turn.block.receipt)  # type: ignore[arg-type]
-            except Exception:
-                logger.warning("could not acknowledge a korely-memory block", exc_info=True)
-            self._turns.acknowledged(key, turn)
+        if check_reached(watch, response.result, self.name):
+            self._turns.reached(key, turn)
         return response
 
     # LangGraph passes a node the run's config through a parameter annotated exactly
@@ -233,11 +234,19 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         runtime: Runtime[Any],
         config: Optional[RunnableConfig] = None,  # noqa: UP045
     ) -> None:
-        """Forget the finished turn's block (nothing of it stays in the process); capture."""
+        """Spend what the turn's block told, now that the turn is answered; forget the block
+        (nothing of it stays in the process); capture."""
         finished = self._finished(state, runtime, config)
-        if finished is not None and self._captures is not None:
-            who, seen, messages = finished
-            self._captures.finished(who, *run_turn(seen, messages))
+        if finished is None:
+            return
+        who, seen, messages, receipt = finished
+        if receipt is not None:
+            try:
+                self.engine.acknowledge(receipt)
+            except Exception:
+                logger.warning("could not acknowledge a korely-memory block", exc_info=True)
+        if self._captures is not None:
+            self._captures.finished(who, *run_turn(seen, messages, self._forget_tools))
 
     async def aafter_agent(
         self,
@@ -247,13 +256,22 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
     ) -> None:
         """Async twin of `after_agent`."""
         finished = self._finished(state, runtime, config)
-        if finished is not None and self._captures is not None:
-            who, seen, messages = finished
-            await self._captures.afinished(who, *run_turn(seen, messages))
+        if finished is None:
+            return
+        who, seen, messages, receipt = finished
+        if receipt is not None:
+            try:
+                await self.engine.aacknowledge(receipt)
+            except Exception:
+                logger.warning("could not acknowledge a korely-memory block", exc_info=True)
+        if self._captures is not None:
+            await self._captures.afinished(who, *run_turn(seen, messages, self._forget_tools))
 
     def _finished(
         self, state: AgentState[Any], runtime: Runtime[Any], config: RunnableConfig | None
-    ) -> tuple[Identity, Mapping[str, Any], list[Any]] | None:
+    ) -> tuple[Identity, Mapping[str, Any], list[Any], str | None] | None:
+        """The finished run's identity, config and messages, and the receipt to spend: that of
+        the turn's block, when a model answered with it."""
         if config is None:
             config = var_child_runnable_config.get()
         try:
@@ -261,8 +279,11 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         except KorelyError:  # a run without identity never read a block
             return None
         messages = _messages(state)
-        self._turns.finished(turn_of(messages, thread_of(config, runtime), who))
-        return who, config or {}, messages
+        turn = self._turns.finished(turn_of(messages, thread_of(config, runtime), who))
+        receipt = None
+        if turn is not None and turn.reached and turn.block is not None:
+            receipt = turn.block.receipt
+        return who, config or {}, messages, receipt
 
     def _turn_key(self, request: ModelRequest[Any]) -> TurnKey:
         check_tool_names(self.tools, request.tools, self.name)
@@ -273,32 +294,33 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         messages = _messages(request.state) or request.messages
         return turn_of(messages, thread_of(config, request.runtime), who)
 
-    def _read(self, key: TurnKey) -> Turn:
+    def _read(self, key: TurnKey, renew: str | None = None) -> Turn:
         block: ContextBlock | None = None
         try:
-            block = self.engine.get_context(key.who, key.query, **self._options())
+            block = self.engine.get_context(key.who, key.query, **self._options(renew))
         except SQLAlchemyError:
             if self.on_error == "raise":
                 raise
             _log_unavailable()
         return self._kept(key, block)
 
-    async def _aread(self, key: TurnKey) -> Turn:
+    async def _aread(self, key: TurnKey, renew: str | None = None) -> Turn:
         block: ContextBlock | None = None
         try:
-            block = await self.engine.aget_context(key.who, key.query, **self._options())
+            block = await self.engine.aget_context(key.who, key.query, **self._options(renew))
         except SQLAlchemyError:
             if self.on_error == "raise":
                 raise
             _log_unavailable()
         return self._kept(key, block)
 
-    def _options(self) -> dict[str, Any]:
+    def _options(self, renew: str | None) -> dict[str, Any]:
         return {
             "reader": self.reader,
             "token_budget": self.token_budget,
             "changes": self.changes,
             "hold": True,
+            "renew": renew if self.reader is not None else None,
         }
 
     def _kept(self, key: TurnKey, block: ContextBlock | None) -> Turn:
@@ -308,6 +330,14 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
 
     def _placed(self, request: ModelRequest[Any], block: ContextBlock) -> ModelRequest[Any]:
         return with_block(request, block, self.placement, self.cache_marker)
+
+    def _watched(
+        self, block: ContextBlock, request: ModelRequest[Any]
+    ) -> tuple[list[str], list[str]]:
+        """What must reach the model (the block's pieces, as placed), and what events must not
+        show (all of them but the stable note)."""
+        placed = placed_texts(block, self.placement, request.messages)
+        return placed, [text for text in placed if text != block.stable]
 
     def _written(self, runtime: Any) -> None:
         """A tool of this middleware wrote: the turn's next model call reads the memory again."""
@@ -328,8 +358,3 @@ def _log_unavailable() -> None:
     logger.warning(
         "korely-memory could not be read; the model answers without memory", exc_info=True
     )
-
-
-def _watched(block: ContextBlock) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What must reach the model (the stable note and the rest), and what events must not show."""
-    return (block.stable, block.volatile), (block.volatile,)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar
 
 from langchain_core.tools import BaseTool, InjectedToolArg, ToolException
 from langgraph.prebuilt import ToolRuntime
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, create_model
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine, limits
 from korely_memory.tools import CORRECT, FORGET, MEMORY_TOOLS, REMEMBER, MemoryTool
@@ -210,7 +210,8 @@ def arguments_model(definition: MemoryTool, *, from_run: bool) -> type[BaseModel
     """
     fields: dict[str, Any] = {}
     for argument in definition.arguments:
-        kind: Any = argument.kind
+        # Strict: pydantic would read "yes", "on" or 1 as True, and the engine refuses them.
+        kind: Any = StrictBool if argument.kind is bool else argument.kind
         if argument.required:
             fields[argument.name] = (kind, Field(description=argument.description))
         else:

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from korely_memory import Identity, MemoryEngine
-from langchain_korely._placement import POINTER, volatile_frame
+from langchain_korely._placement import MEMORIES_POINTER, POINTER, volatile_frame
 
 from ._agents import ScriptedChatModel, agent_with, calls
 
@@ -176,16 +176,28 @@ def test_the_readme_reports_the_measured_shares(measured: dict[str, ScriptedChat
 def test_both_placements_give_the_model_the_same_block(
     measured: dict[str, ScriptedChatModel],
 ) -> None:
+    framed = re.compile(r"<memory>\n(.*?)\n</memory>\n\n", re.DOTALL)
     for in_system, in_context in zip(
         measured["system"].received, measured["context"].received, strict=True
     ):
-        system_text = in_system[0].text.removeprefix(SYSTEM + "\n\n")
-        note, _, rest = system_text.partition("\n\n")
         context_note = in_context[0].text.removeprefix(SYSTEM + "\n\n")
+        note = context_note.removesuffix(f"\n{POINTER}")
         assert context_note == f"{note}\n{POINTER}"
-        latest = next(m for m in reversed(in_context) if m.type == "human")
-        if rest:
-            assert latest.text.startswith(volatile_frame(rest) + "\n\n")
+        in_user = framed.match(next(m for m in reversed(in_context) if m.type == "human").text)
+        volatile = in_user.group(1) if in_user else ""
+        memories = "## Relevant memories"
+        facts, found, said = volatile.partition(memories)
+        facts, said = facts.strip(), found + said
+        # "system": the same note, facts and changes in the system prompt, memories in the
+        # user message: never quoted speech in a system message.
+        system_text = in_system[0].text.removeprefix(SYSTEM + "\n\n")
+        latest = next(m for m in reversed(in_system) if m.type == "human").text
+        if said:
+            assert system_text == "\n\n".join(filter(None, [f"{note}\n{MEMORIES_POINTER}", facts]))
+            assert latest.startswith(volatile_frame(said) + "\n\n")
+        else:
+            assert system_text == "\n\n".join(filter(None, [note, facts]))
+            assert not latest.startswith("<memory>")
 
 
 @pytest.mark.asyncio

@@ -258,7 +258,7 @@ async def test_a_turn_longer_than_a_memory_is_captured_in_parts_never_cut(
     answer = " ".join(f"word{i}" for i in range(3000))  # about 26,000 characters
     extraction = scripted(operations(), operations())
     with KorelyMiddleware(
-        engine, capture=korely_extractor(extraction), capture_inline=True
+        engine, capture=korely_extractor(extraction), capture_inline=True, keep_excerpts=True
     ) as middleware:
         agent = create_agent(scripted(answer), middleware=[middleware])
         await ask(agent, "Tell me everything.", giulia, use_async)

@@ -21,12 +21,32 @@ def test_the_excerpt_is_the_latest_user_turn_without_tool_traffic() -> None:
     assert run_excerpt(messages) == (
         "3",
         (("user", "I have a cat."), ("user", "And a dog."), ("assistant", "Noted, both.")),
+        False,
     )
-    assert run_excerpt([SystemMessage("x"), AIMessage("Hello!")]) == (None, ())
+    assert run_excerpt([SystemMessage("x"), AIMessage("Hello!")]) == (None, (), False)
+
+
+def test_a_turn_in_which_a_fact_was_erased_says_so() -> None:
+    def turn(*calls: dict[str, object]) -> list[object]:
+        return [
+            HumanMessage("Forget my diagnosis, please.", id="1"),
+            AIMessage("", tool_calls=[{**c, "id": f"c{i}"} for i, c in enumerate(calls)]),
+            AIMessage("Done."),
+        ]
+
+    erasing = {"name": "memory_forget", "args": {"key": "health", "erase": True}}
+    forgetting = {"name": "memory_forget", "args": {"key": "health"}}
+    other = {"name": "forget", "args": {"key": "health", "erase": True}}  # not our tool
+    names = {"memory_forget"}
+    assert run_excerpt(turn(erasing), names)[2] is True  # type: ignore[arg-type]
+    assert run_excerpt(turn(forgetting), names)[2] is False  # type: ignore[arg-type]
+    assert run_excerpt(turn(other), names)[2] is False  # type: ignore[arg-type]
+    before = [HumanMessage("x", id="0"), *turn(erasing)[1:], *turn()]
+    assert run_excerpt(before, names)[2] is False  # type: ignore[arg-type]
 
 
 def test_a_runs_conversation_is_its_thread() -> None:
     messages = [HumanMessage("Hi", id="1"), AIMessage("Hello!")]
     pairs = (("user", "Hi"), ("assistant", "Hello!"))
-    assert run_turn({"configurable": {"thread_id": "t"}}, messages) == ("t", "1", pairs)
-    assert run_turn({}, messages) == (None, "1", pairs)
+    assert run_turn({"configurable": {"thread_id": "t"}}, messages) == ("t", "1", pairs, False)
+    assert run_turn({}, messages) == (None, "1", pairs, False)

@@ -66,8 +66,10 @@ def test_the_demo_captures_facts_and_a_correction_told_once(tmp_path: Path) -> N
     alex = Identity("demo", "Alex", "terminal-chatbot")
     with MemoryEngine(f"sqlite:///{tmp_path / 'chat.db'}") as engine:
         lisbon, porto = engine.history(alex, "home-city")
-    # Both read from a conversation excerpt kept as a memory; the correction replaced the fact.
-    assert lisbon.source_memory_id and porto.source_memory_id
+        kept = engine.export_user("demo", "Alex").memories
+    # Both read from a conversation, of which only the facts are kept; the correction replaced
+    # the fact.
+    assert kept == () and lisbon.source_memory_id is None
     assert (lisbon.end_cause, lisbon.replaced_by_id) == ("read_from_memory", porto.id)
 
 

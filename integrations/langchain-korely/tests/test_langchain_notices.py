@@ -207,11 +207,14 @@ async def test_an_interrupt_and_its_resumption_tell_each_change_once(
     await ask(agent, "Thanks.", giulia, use_async, **THREAD)
 
     assert tool_replies(done) == ["Forgot pet."]
-    assert told(model.prompts) == [True, False, False, False]
+    # One turn, paused and resumed: what it told is in each of its model calls, and spent once
+    # its run finished; the next turn tells none of it again.
+    assert told(model.prompts) == [True, True, True, False]
     team = "was: Giulia works in billing -> now: Giulia works in sales"
     assert [team in p for p in model.prompts] == [False, True, True, False]
     interrupted, _, answered, _ = model.prompts
     assert "pet:" in interrupted and "pet:" not in answered
+    assert engine.get_context(giulia, reader="support-bot").changed == ()
 
 
 @before_model

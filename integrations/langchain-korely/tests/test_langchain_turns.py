@@ -78,7 +78,7 @@ def test_a_kept_turn_is_found_until_it_is_written_finished_or_too_old(giulia: Id
     assert turns.find(key) is None and len(turns) == 0
 
 
-def test_a_failed_turn_is_taken_up_by_the_same_words_sent_again_until_acknowledged(
+def test_a_failed_turn_is_taken_up_by_the_same_words_sent_again_until_a_model_answers(
     giulia: Identity,
 ) -> None:
     clock = Clock()
@@ -94,8 +94,7 @@ def test_a_failed_turn_is_taken_up_by_the_same_words_sent_again_until_acknowledg
     assert turns.find(other) is None
     assert turns.find(again) is turn
 
-    turns.acknowledged(again, turn)
-    turns.failed(again, turn)  # acknowledged: nothing left to tell again
+    turns.reached(again, turn)  # the retry's model answered with it: taken up
     assert turns.find(turn_of([said("Where do I live?", "m-4")], None, giulia)) is None
 
 
