@@ -78,7 +78,7 @@ def memories(engine: MemoryEngine) -> Iterator[Callable[..., KorelyMemory]]:
 async def test_a_fact_captured_in_one_conversation_is_in_the_block_of_the_next(
     engine: MemoryEngine, giulia: Identity, memories: Any, inline: bool
 ) -> None:
-    first = memories(giulia, operations(ROME), capture_inline=inline)
+    first = memories(giulia, operations(ROME), capture_inline=inline, keep_excerpts=True)
     chat = SimpleChatEngine.from_defaults(llm=Script.llm(Script.say("Noted.")), memory=first)
     assert str(await chat.achat("I live in Rome.")) == "Noted."
     assert first.flush(timeout=30)

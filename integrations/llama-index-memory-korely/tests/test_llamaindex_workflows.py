@@ -61,9 +61,12 @@ async def test_a_react_agent_that_calls_a_tool_keeps_the_block_for_the_whole_tur
     agent = ReActAgent(llm=llm, tools=korely_tools(engine))
     engine_reads.clear()
     await agent.run(user_msg="I have a cat.", memory=memory)
-    assert engine_reads == ["I have a cat."]
+    # Read once for the turn, and again after the agent's own write: the new fact shows, and
+    # the notice stays in every call of the turn.
+    assert engine_reads == ["I have a cat.", "I have a cat."]
     assert all(NOTICE in script.text(received) for received in llm.received)
     assert "Remembered pet: Giulia has a cat" in script.text(llm.received[1])
+    assert "- pet: Giulia has a cat" in script.text(llm.received[1])
     assert sorted(f.key for f in engine.get_facts(giulia)) == ["home-city", "pet"]
 
 

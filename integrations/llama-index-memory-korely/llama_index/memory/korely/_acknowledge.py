@@ -9,6 +9,17 @@ acknowledged when, and only when, an answered call's prompt carried the text
 the block was served as: whatever an agent, a chat engine or ``Memory`` did to
 the messages on the way, the words the model got decide.
 
+A showing ``KorelyMemory`` made is spent only once its turn is answered (the
+memory stores the answer), so that a read again within the turn (after the
+agent's own write) can renew its hold and tell the same changes; one a block
+served in a ``Memory`` of your own is spent at the answered call.
+
+A text matches only a showing of its own conversation: a showing the memory
+made is matched by the very content block that carries it, and by its text
+only when no other conversation was served the same text (two conversations
+of one person read alike; an LLM that reports one call twice, as a chat and a
+completion, must not spend the other's notice).
+
 The acknowledgement is written by a small pool of worker threads, so the
 event loop never waits on the database; the memory awaits it at its next
 operation, so a run that returns has spent what its model was told.
@@ -50,7 +61,15 @@ class Showing:
     receipt: str
     needle: str
     carrier: TextBlock | None = None
+    deferred: bool = False
+    """Spent when its turn is answered (``spend``), not at the call that carried it."""
+    answered: bool = False
+    """An answered LLM call carried it."""
     spent: Future[int] | None = field(default=None, repr=False)
+
+    @property
+    def seen(self) -> bool:
+        return self.answered or self.spent is not None
 
 
 _watched: weakref.WeakSet[Showing] = weakref.WeakSet()
@@ -74,6 +93,14 @@ def unwatch(showings: Iterable[Showing]) -> None:
     with _lock:
         for showing in showings:
             _watched.discard(showing)
+
+
+def spend(showings: Iterable[Showing]) -> None:
+    """The turn is answered: spend what its answered calls carried."""
+    with _lock:
+        for showing in showings:
+            if showing.answered and showing.spent is None:
+                showing.spent = _pool().submit(_acknowledge, showing.engine, showing.receipt)
 
 
 async def settle(showings: Iterable[Showing]) -> None:
@@ -116,21 +143,27 @@ class _AnsweredCalls(BaseEventHandler):
 
 def _spend_shown(blocks: list[TextBlock], texts: list[str]) -> None:
     with _lock:
-        waiting = [s for s in _watched if s.spent is None]
+        waiting = [s for s in _watched if not s.seen]
         if not waiting:
             return
         carried = {id(block) for block in blocks}
         by_identity = [s for s in waiting if s.carrier is not None and id(s.carrier) in carried]
         claimed = {s.needle for s in by_identity}
+        served: dict[str, int] = {}
+        for s in _watched:
+            served[s.needle] = served.get(s.needle, 0) + 1
         shown = by_identity + [
             s
             for s in waiting
             if s not in by_identity
             and s.needle not in claimed
+            and (s.carrier is None or served[s.needle] == 1)
             and any(s.needle in text for text in texts)
         ]
         for showing in shown:
-            showing.spent = _pool().submit(_acknowledge, showing.engine, showing.receipt)
+            showing.answered = True
+            if not showing.deferred:
+                showing.spent = _pool().submit(_acknowledge, showing.engine, showing.receipt)
 
 
 def _pool() -> ThreadPoolExecutor:

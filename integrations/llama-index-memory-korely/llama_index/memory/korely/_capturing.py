@@ -5,7 +5,8 @@ order the memory stores them; tool calls and tool results are left out, as is
 anything without text. An answer (an assistant message with no tool call)
 stored after a user message finishes the turn: its excerpt goes to
 ``korely_memory``'s capture, inline or in the background, shared with every
-adapter.
+adapter. A turn in which the agent erased a fact is finished as erased: it is
+not captured.
 """
 
 from __future__ import annotations
@@ -24,10 +25,16 @@ class Said:
         self.turn = 0
         self._pairs: list[tuple[str, str]] = []
         self._answered = False
+        self._erased = False
 
-    def stored(self, messages: list[ChatMessage]) -> list[tuple[int, Pairs]]:
-        """Note stored messages; returns each turn they finished: its number and its excerpt."""
-        finished: list[tuple[int, Pairs]] = []
+    def erased(self) -> None:
+        """The agent erased a fact in the current turn."""
+        self._erased = True
+
+    def stored(self, messages: list[ChatMessage]) -> list[tuple[int, Pairs, bool]]:
+        """Note stored messages; returns each turn they finished: its number, its excerpt, and
+        whether a fact was erased in it."""
+        finished: list[tuple[int, Pairs, bool]] = []
         for message in messages:
             text = text_of(message).strip()
             if message.role == MessageRole.USER:
@@ -40,7 +47,7 @@ class Said:
                     continue  # the same answer stored again
                 self._pairs.append(("assistant", text))
                 self._answered = True
-                finished.append((self.turn, tuple(self._pairs)))
+                finished.append((self.turn, tuple(self._pairs), self._erased))
         return finished
 
     def reset(self) -> None:
@@ -49,4 +56,4 @@ class Said:
 
     def _start(self) -> None:
         self.turn += 1
-        self._pairs, self._answered = [], False
+        self._pairs, self._answered, self._erased = [], False, False

@@ -5,8 +5,10 @@ the system message, so that it sits in the cached prefix of every prompt. The
 rest of the block (notices, facts, memories: what changes with the question)
 goes, by ``placement``:
 
-- ``"system"``: into a system message of its own, right after the first one,
-  before the chat history;
+- ``"system"``: its notices and facts into a system message of its own, right
+  after the first one, before the chat history; its memories, what people said
+  in earlier conversations, into the latest user message as in ``"context"``:
+  quoted speech never goes into a system message;
 - ``"context"``: into the latest user message, as a text block before the
   user's words, after the history: everything before it stays the same from one
   call to the next. A user message is the one kind of message every LLM
@@ -16,7 +18,12 @@ goes, by ``placement``:
   would make two user messages in a row, which not every provider takes.
   When the user's message is not among the messages yet (``ContextChatEngine``
   and ``CondensePlusContextChatEngine`` read before they store it, and add it
-  themselves), the part goes where ``"system"`` puts it.
+  themselves), the notices and facts go where ``"system"`` puts them, and the
+  memories are left out.
+
+What the user wrote and what tools returned is passed through
+``korely_memory.framing.neutralise`` in the copy the LLM gets, so that nothing
+in it can open, close or imitate the block's frame.
 
 Both parts are framed like any ``Memory`` block (``<memory><korely>``), and
 neither is ever stored in the chat history: each read makes them anew.
@@ -24,6 +31,7 @@ neither is ever stored in the chat history: each read makes them anew.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llama_index.core.base.llms.types import (
@@ -36,6 +44,8 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.prompts import RichPromptTemplate
 
+from korely_memory import ContextBlock, framing
+
 from ._budget import frame
 from ._turns import last_user_index
 
@@ -47,35 +57,54 @@ class Parts:
     """A block's text, framed for the places it goes."""
 
     stable: list[ContentBlock]
-    volatile: list[TextBlock]
+    """The note, at the start of the system message."""
+    system: list[TextBlock]
+    """Framed text for a system message of its own after the first: changes and facts."""
+    user: list[TextBlock]
+    """Framed text for the start of the latest user message."""
+    needle: str
+    """The text that carries the block's changes: an answered call with it told them."""
     carrier: TextBlock | None
-    """The text block that carries the volatile part, for recognising it in an LLM call."""
+    """The text block that carries ``needle``, for recognising it in an LLM call."""
 
 
 def framed(
     template: RichPromptTemplate,
     name: str,
-    stable: str,
-    volatile: str,
+    block: ContextBlock,
     cache_control: CacheControl | None,
+    *,
+    placement: str,
+    user_message: bool,
 ) -> Parts:
-    """The block's two parts, each framed by ``template``; a cache point after the note."""
-    stable_blocks: list[ContentBlock] = list(frame(template, name, stable))
+    """The block's parts, each framed by ``template``; a cache point after the note.
+
+    ``user_message``: the latest user message is the turn's own, and may carry a part.
+    Memories (quoted speech) go only into it: without it they are left out.
+    """
+    stable_blocks: list[ContentBlock] = list(frame(template, name, block.stable))
     if cache_control is not None:
         stable_blocks.append(CachePoint(cache_control=cache_control))
-    volatile_blocks = frame(template, name, volatile)
-    carrier = next((b for b in volatile_blocks if volatile in b.text), None)
-    return Parts(stable_blocks, volatile_blocks, carrier)
+    facts, memories = block.facts_text, block.memories_text
+    if not user_message:
+        system_text, user_text = facts, ""
+    elif placement == "context":
+        system_text, user_text = "", block.volatile
+    else:
+        system_text, user_text = facts, memories
+    system_blocks = frame(template, name, system_text) if system_text else []
+    user_blocks = frame(template, name, user_text) if user_text else []
+    needle = facts or user_text
+    carrier = next((b for b in [*system_blocks, *user_blocks] if needle and needle in b.text), None)
+    return Parts(stable_blocks, system_blocks, user_blocks, needle, carrier)
 
 
-def place(messages: list[ChatMessage], parts: Parts, *, in_user_message: bool) -> list[ChatMessage]:
+def place(messages: list[ChatMessage], parts: Parts) -> list[ChatMessage]:
     """``messages`` with the block's parts in place; the messages given are not changed.
 
     Args:
         messages: The chat history, with what other blocks added.
         parts: The framed parts.
-        in_user_message: Put the volatile part into the latest user message (``"context"``
-            when that message is the turn's own).
     """
     result = list(messages)
     system = next((i for i, m in enumerate(result) if m.role == MessageRole.SYSTEM), None)
@@ -84,11 +113,31 @@ def place(messages: list[ChatMessage], parts: Parts, *, in_user_message: bool) -
         system = 0
     else:
         result[system] = _with_blocks(result[system], [*parts.stable, *result[system].blocks])
-    user = last_user_index(result) if in_user_message else None
+    user = last_user_index(result) if parts.user else None
     if user is not None:
-        result[user] = _with_blocks(result[user], [*parts.volatile, *result[user].blocks])
-    else:
-        result.insert(system + 1, ChatMessage(role=MessageRole.SYSTEM, blocks=parts.volatile))
+        result[user] = _with_blocks(result[user], [*parts.user, *result[user].blocks])
+    if parts.system:
+        result.insert(system + 1, ChatMessage(role=MessageRole.SYSTEM, blocks=parts.system))
+    return result
+
+
+def neutralised(messages: list[ChatMessage], tags: Sequence[str]) -> list[ChatMessage]:
+    """The messages as the LLM may read them: what a user wrote or a tool returned cannot open,
+    close or imitate the block's frame (``korely_memory.framing``). A message with nothing to
+    change is passed on as it is."""
+    result = []
+    for message in messages:
+        if message.role in (MessageRole.USER, MessageRole.TOOL):
+            blocks: list[ContentBlock] = []
+            for block in message.blocks:
+                if isinstance(block, TextBlock):
+                    text = framing.neutralise(block.text, tags)
+                    if text != block.text:
+                        block = TextBlock(text=text)
+                blocks.append(block)
+            if any(a is not b for a, b in zip(blocks, message.blocks, strict=True)):
+                message = _with_blocks(message, blocks)
+        result.append(message)
     return result
 
 

@@ -39,11 +39,13 @@ class Turn:
     """Only for a block in a ``Memory`` of your own: the message before the user's."""
     answered: bool = False
     """Only for a block in a ``Memory`` of your own: a reply was seen after the user message."""
+    stale: bool = False
+    """The agent's own tools wrote during the turn: its next read reads again."""
 
     @property
     def seen(self) -> bool:
         """True once an answered LLM call carried one of the texts the turn was served as."""
-        return any(s.spent is not None for s in self.showings)
+        return any(s.seen for s in self.showings)
 
     @property
     def holds_changes(self) -> bool:

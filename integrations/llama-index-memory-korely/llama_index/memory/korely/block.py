@@ -122,7 +122,9 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
 
     # -- reading, for this block and for KorelyMemory ---------------------------------
 
-    async def read(self, query: str | None, budget: int, *, marking: bool) -> ContextBlock | None:
+    async def read(
+        self, query: str | None, budget: int, *, marking: bool, renew: str | None = None
+    ) -> ContextBlock | None:
         """The engine's block for ``query`` in ``budget`` tokens; None when it shows nothing.
 
         Args:
@@ -131,6 +133,8 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
                 so nothing is marked or held.
             marking: False for a read no model will answer (a resumed session shown to
                 someone): nothing is marked, held or told.
+            renew: The receipt of the turn's block before, read again after the agent
+                wrote: the changes it holds are told again.
         """
         if budget < MIN_BUDGET:
             return None
@@ -142,16 +146,28 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
             token_budget=min(budget, self.token_budget),
             changes=self.changes,
             hold=self.hold if held else None,
+            renew=renew if held else None,
         )
         return block if shows_something(block) else None
 
-    def show(self, turn: Turn, block: ContextBlock, needle: str, carrier: TextBlock | None) -> None:
-        """Watch for ``needle`` (a text ``block`` was served as) in the prompts LLMs answer."""
+    def show(
+        self,
+        turn: Turn,
+        block: ContextBlock,
+        needle: str,
+        carrier: TextBlock | None,
+        *,
+        deferred: bool = False,
+    ) -> None:
+        """Watch for ``needle`` (a text ``block`` was served as) in the prompts LLMs answer.
+
+        ``deferred``: spend it when the turn is answered, not at the call that carried it.
+        """
         if block.receipt is None:
             return
         if any(s.receipt == block.receipt and s.needle == needle for s in turn.showings):
             return
-        showing = Showing(self.engine, block.receipt, needle, carrier)
+        showing = Showing(self.engine, block.receipt, needle, carrier, deferred=deferred)
         turn.showings.append(showing)
         watch(showing)
 

@@ -18,13 +18,14 @@ from llama_index.core.storage.chat_store.base_db import MessageStatus
 from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine, limits
 from korely_memory.capture import Extractor
 from korely_memory.capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
+from korely_memory.framing import FRAME_TAGS
 from korely_memory.limits import MIN_BUDGET
 
-from ._acknowledge import settle
+from ._acknowledge import settle, spend
 from ._budget import DEFAULT_BLOCK_NAME, block_room, engine_tokenizer, frame_cost
 from ._capturing import Said
-from ._layout import PLACEMENTS, Parts, framed, place
-from ._turns import Conversation, last_user_index, text_of
+from ._layout import PLACEMENTS, Parts, framed, neutralised, place
+from ._turns import Conversation, is_answer, last_user_index, text_of
 from .block import DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, shows_something
 
 Placement = Literal["system", "context"]
@@ -90,6 +91,7 @@ class KorelyMemory(CaptureControls, Memory):
         capture: Extractor | None = None,
         capture_inline: bool = False,
         capture_delay: float = DEFAULT_DELAY,
+        keep_excerpts: bool = False,
         max_facts: int | None = None,
         **memory_kwargs: Any,
     ) -> KorelyMemory:
@@ -122,6 +124,10 @@ class KorelyMemory(CaptureControls, Memory):
             capture_delay: Seconds a background capture waits before it starts; a turn
                 of this conversation that ends meanwhile joins it (one capture, one
                 model call, for both).
+            keep_excerpts: Keep each captured turn as a memory too (shown in later blocks as
+                quoted speech, found by ``recall``), besides the facts drawn from it. Off by
+                default: only the facts are kept, which the person can see, correct and erase
+                under their keys.
             max_facts: Refuse a new key to capture once the identity holds this many facts.
             **memory_kwargs: Passed to ``Memory.from_defaults`` (``session_id``,
                 ``token_limit``, ``chat_history_token_ratio``, ``memory_blocks``,
@@ -141,7 +147,7 @@ class KorelyMemory(CaptureControls, Memory):
         limits.check_changes(changes)
         period = limits.check_hold(hold)
         limits.check_max_facts(max_facts)
-        check_capture(capture, capture_inline, capture_delay)
+        check_capture(capture, capture_inline, capture_delay, keep_excerpts)
         if token_budget is not None:
             limits.check_token_budget(token_budget)
         if placement not in PLACEMENTS:
@@ -202,7 +208,7 @@ class KorelyMemory(CaptureControls, Memory):
         if capture is not None:
             memory._captures = Captures(
                 engine, capture, reader=reader, max_facts=max_facts,
-                inline=capture_inline, delay=capture_delay,
+                inline=capture_inline, delay=capture_delay, keep_excerpts=keep_excerpts,
             )  # fmt: skip
         return memory
 
@@ -214,16 +220,30 @@ class KorelyMemory(CaptureControls, Memory):
     # -- storing: a stored user message starts a turn ----------------------------------
 
     async def aput(self, message: ChatMessage) -> None:
-        await self._settle()
-        self._conversation.stored([message])
-        await super().aput(message)
-        await self._capture([message])
+        await self.aput_messages([message])
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         await self._settle()
+        turn = self._conversation.turn
         self._conversation.stored(messages)
         await super().aput_messages(messages)
+        if turn is not None and any(is_answer(m) for m in messages):
+            # The turn is answered: what its answered calls were told is spent now.
+            spend(turn.showings)
+            await settle(turn.showings)
         await self._capture(messages)
+
+    def written(self, *, erased: bool = False) -> None:
+        """The agent's own memory tools wrote: the turn's next read reads the memory again
+        (the new fact shows), telling again what the turn's block told.
+
+        ``erased``: a fact was erased (``forget`` with ``erase``): the turn, which holds the
+        words the person asked to have erased, is not captured.
+        """
+        if self._conversation.turn is not None:
+            self._conversation.turn.stale = True
+        if erased:
+            self._said.erased()
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         await self._settle()
@@ -242,8 +262,8 @@ class KorelyMemory(CaptureControls, Memory):
         if self._captures is None:
             return
         who = self.korely_block.identity
-        for turn, pairs in self._said.stored(messages):
-            await self._captures.afinished(who, self.session_id, turn, pairs)
+        for turn, pairs, erased in self._said.stored(messages):
+            await self._captures.afinished(who, self.session_id, turn, pairs, erased)
 
     async def _settle(self) -> None:
         """Wait for the acknowledgements of what the last answers were told."""
@@ -265,27 +285,34 @@ class KorelyMemory(CaptureControls, Memory):
             The messages for the LLM.
         """
         await self._settle()
+        korely = self.korely_block
         history = await self.sql_store.get_messages(self.session_id, status=MessageStatus.ACTIVE)
         messages = await self._with_other_blocks(history, input, **block_kwargs)
+        messages = neutralised(messages, (*FRAME_TAGS, korely.name))
         room = self.token_limit - sum(self._estimate_token_count(m) for m in messages)
         question = None if input is None else text_of(input)
-        korely = self.korely_block
         turn = self._conversation.locate(history, question)
         if turn is None:
             # Nobody waits for an answer (a stored conversation being shown): no notices.
             index = last_user_index(history)
             query = question or (text_of(history[index]) if index is not None else None)
             block = await korely.read(query, self._read_budget(room), marking=False)
-            shown = self._within(block, room)
-            return place(messages, shown[1], in_user_message=False) if shown else messages
+            shown = self._within(block, room, user_message=False)
+            return place(messages, shown[1]) if shown else messages
         if turn is not self._conversation.turn and self._conversation.start(turn):
             turn.block = await korely.read(turn.user, self._read_budget(room), marking=True)
-        within = self._within(turn.block, room)
+        elif turn.stale:
+            turn.stale = False
+            held = turn.block.receipt if turn.block is not None else None
+            turn.block = await korely.read(
+                turn.user, self._read_budget(room), marking=True, renew=held
+            )
+        within = self._within(turn.block, room, user_message=turn.stored)
         if within is None:
             return messages
         variant, parts = within
-        korely.show(turn, variant, variant.volatile, parts.carrier)
-        return place(messages, parts, in_user_message=self.placement == "context" and turn.stored)
+        korely.show(turn, variant, parts.needle, parts.carrier, deferred=True)
+        return place(messages, parts)
 
     def _read_budget(self, room: int) -> int:
         if self._frames is None:
@@ -295,8 +322,13 @@ class KorelyMemory(CaptureControls, Memory):
             )
         return room - self._frames
 
-    def _within(self, block: ContextBlock | None, room: int) -> tuple[ContextBlock, Parts] | None:
-        """``block`` framed, re-rendered smaller until it fits ``room``; None when nothing fits."""
+    def _within(
+        self, block: ContextBlock | None, room: int, *, user_message: bool
+    ) -> tuple[ContextBlock, Parts] | None:
+        """``block`` framed, re-rendered smaller until it fits ``room``; None when nothing fits.
+
+        ``user_message``: the latest user message is the turn's own (see ``framed``).
+        """
         variant = block
         for _ in range(_FITS):
             if variant is None or not shows_something(variant):
@@ -304,11 +336,12 @@ class KorelyMemory(CaptureControls, Memory):
             parts = framed(
                 self.memory_blocks_template,
                 self.korely_block.name,
-                variant.stable,
-                variant.volatile,
+                variant,
                 self.cache_control,
+                placement=self.placement,
+                user_message=user_message,
             )
-            cost = self._estimate_token_count([*parts.stable, *parts.volatile])
+            cost = self._estimate_token_count([*parts.stable, *parts.system, *parts.user])
             if cost <= room:
                 return variant, parts
             assert block is not None

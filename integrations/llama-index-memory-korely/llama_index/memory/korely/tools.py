@@ -22,7 +22,7 @@ from llama_index.core.tools import FunctionTool, ToolMetadata, ToolOutput
 from llama_index.core.workflow import Context
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine, limits
-from korely_memory.tools import MEMORY_TOOLS, MemoryTool, ToolArgument, ToolResult
+from korely_memory.tools import FORGET, MEMORY_TOOLS, MemoryTool, ToolArgument, ToolResult
 
 from .block import KorelyMemoryBlock
 from .memory import KorelyMemory
@@ -133,6 +133,10 @@ class _KorelyTool(FunctionTool):
         result = await asyncio.to_thread(
             self._tool.run, self._engine, who, kwargs, reader=reader, max_facts=self._max_facts
         )
+        if isinstance(memory, KorelyMemory):
+            erasing = self._tool is FORGET and kwargs.get("erase") not in (None, False)
+            if erasing or (result.ok and self._tool.writes):
+                memory.written(erased=erasing)
         return self._output(result, kwargs)
 
     def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
