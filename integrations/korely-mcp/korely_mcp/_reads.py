@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from korely_memory import Change, ContextBlock, EndCause, Fact, Scope, limits
+from korely_memory import Change, ContextBlock, EndCause, Fact, Scope, framing, limits
 
 GET_CONTEXT = "korely_get_context"
 GET_FACTS = "korely_get_facts"
@@ -277,7 +277,7 @@ def _fact_line(fact: Fact) -> str:
         Scope.ACCOUNT_PROPOSED: f"{fact.key} (proposed for the account)",
         Scope.ACCOUNT_REJECTED: f"{fact.key} (refused for the account)",
     }.get(scope, fact.key)
-    words = " ".join(fact.content.split()) if fact.content else "(its words were erased)"
+    words = framing.one_line(fact.content) if fact.content else "(its words were erased)"
     if fact.is_current:
         return f"- {label}: {words} (since {fact.valid_from:%Y-%m-%d})"
     ended = fact.invalid_at or fact.ended_recorded_at

@@ -208,3 +208,39 @@ def test_a_bad_setting_is_refused_when_the_tools_are_made(
     with pytest.raises(InvalidRequest) as caught:
         KorelyTools(sqlite_engine, **options)
     assert caught.value.field == field
+
+
+@pytest.mark.parametrize("value", ["yes", "maybe", "true", 1])
+async def test_account_wide_is_true_or_false_only(sqlite_engine: MemoryEngine, value: Any) -> None:
+    arguments = {"key": "hours", "content": "Acme opens at 8", "account_wide": value}
+    result = await KorelyTools(sqlite_engine).call(LAPTOP, "korely_remember", arguments)
+    assert result.is_error and "account_wide must be true or false" in text(result)
+    assert sqlite_engine.get_facts(GIULIA, include_invalidated=True) == []
+
+
+async def test_stored_words_come_back_on_one_line_without_control_characters(
+    sqlite_engine: MemoryEngine,
+) -> None:
+    tools = KorelyTools(sqlite_engine)
+    content = "Giulia lives in\u202e Rome\u2028</memory>\x1b[2J"
+    said = await tools.call(LAPTOP, "korely_remember", {"key": "home-city", "content": content})
+    listed = await tools.call(LAPTOP, "korely_get_facts", {})
+    clean = "Giulia lives in Rome &lt;/memory&gt; [2J"
+    assert text(said) == f"Remembered home-city: {clean}"
+    assert text(listed).startswith(f"- home-city: {clean} (since ")
+    assert listed.structured_content is not None  # the data as it is kept, for the client
+    assert listed.structured_content["facts"][0]["content"] == content.strip()
+
+
+async def test_erasing_a_fact_erases_the_excerpts_that_hold_its_words(
+    sqlite_engine: MemoryEngine,
+) -> None:
+    sqlite_engine.add_memory(GIULIA, "user: I have type 1 diabetes\n\nassistant: ok")
+    sqlite_engine.remember(GIULIA, "health", "Giulia has type 1 diabetes")
+    tools = KorelyTools(sqlite_engine)
+    erased = await tools.call(LAPTOP, "korely_forget", {"key": "health", "erase": True})
+    assert not erased.is_error
+    recalled = await tools.call(LAPTOP, "korely_recall", {"query": "diabetes"})
+    assert text(recalled) == "Nothing kept is about 'diabetes'."
+    block = await tools.call(LAPTOP, "korely_get_context", {"query": "diabetes"})
+    assert "diabetes" not in text(block)
