@@ -140,6 +140,7 @@ class Facts:
     def __init__(self, engine: MemoryEngine, who: Identity) -> None:
         self.engine, self.who = engine, who
         self.seen = self._now()
+        self.by_tools: set[str] = set()
 
     def _now(self) -> dict[str, Any]:
         return {f.key: f for f in self.engine.get_facts(self.who)}
@@ -148,25 +149,30 @@ class Facts:
         now = self._now()
         for key, fact in now.items():
             was = self.seen.get(key)
-            if fact.source_memory_id is None or (was is not None and was.id == fact.id):
-                continue  # not written by capture (a tool's), or not new
+            if key in self.by_tools or (was is not None and was.id == fact.id):
+                continue  # written by the agent's tools, or not new
             replaces = f" (replaces: {was.content})" if was is not None else ""
             print(f"  [captured] {key}: {fact.content}{replaces}")
-        self.seen = now
+        self.seen, self.by_tools = now, set()
 
 
-def turn(agent: Any, who: Identity, conversation: str, text: str, speaker: str = "bot") -> None:
-    """Send one message and print what came back, tool results included."""
+def turn(agent: Any, who: Identity, conversation: str, text: str, speaker: str = "bot") -> set[str]:
+    """Send one message and print what came back, tool results included; returns the keys the
+    agent's tools wrote."""
     result = agent.invoke(
         {"messages": [("user", text)]},
         config={"configurable": {"thread_id": conversation}},
         context=who,
     )
+    written = set()
     for message in _since_last_user_message(result["messages"]):
         if isinstance(message, ToolMessage):
             print(f"  [{message.name}] {message.text}")
-        elif isinstance(message, AIMessage) and message.text:
-            print(f"{speaker}> {message.text}")
+        elif isinstance(message, AIMessage):
+            written |= {str(call["args"].get("key")) for call in message.tool_calls}
+            if message.text:
+                print(f"{speaker}> {message.text}")
+    return written
 
 
 def _since_last_user_message(messages: list[BaseMessage]) -> list[BaseMessage]:
@@ -190,7 +196,9 @@ def demo(
         conversation = uuid.uuid4().hex
         for text in script:
             print(f"you> {text}")
-            turn(bot if speaker == "bot" else desk, who, conversation, text, speaker)
+            facts.by_tools |= turn(
+                bot if speaker == "bot" else desk, who, conversation, text, speaker
+            )
             memory.flush()  # only to show what was captured here; a chat does not wait for it
             facts.print_captured()
 
@@ -243,7 +251,7 @@ def chat(
             conversation = uuid.uuid4().hex
             print("--- new conversation ---")
         elif text:
-            turn(agent, who, conversation, text)
+            facts.by_tools |= turn(agent, who, conversation, text)
             facts.print_captured()  # what was captured so far: the chat never waits for it
     memory.close()  # the captures still to do, before the program ends
     facts.print_captured()

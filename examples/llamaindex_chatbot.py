@@ -150,10 +150,11 @@ def conversation(engine: MemoryEngine, who: Identity, **capture: Any) -> KorelyM
     return KorelyMemory.from_defaults(engine, who, reader="chatbot", **capture)
 
 
-def print_captured(engine: MemoryEngine, who: Identity) -> None:
-    """The facts read from a conversation (capture's), not those the agent's tools kept."""
+def print_captured(engine: MemoryEngine, who: Identity, before: set[int]) -> None:
+    """The facts written since ``before`` (the ids of the facts true then): by capture, in a
+    conversation without the tools."""
     for fact in engine.get_facts(who):
-        if fact.source_memory_id is not None:
+        if fact.id not in before:
             print(f"  [captured] {fact.key}: {fact.content}")
 
 
@@ -226,13 +227,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
 
         print("--- conversation 3 (a chat engine without tools; its turns are captured)")
         extractor = korely_extractor(OfflineExtractor())
+        before = {fact.id for fact in engine.get_facts(who)}
         with conversation(engine, who, capture=extractor) as memory:
             chat_engine = SimpleChatEngine.from_defaults(llm=OfflineChat(), memory=memory)
             for text in CAPTURED_DEMO:
                 print(f"you: {text}")
                 print(f"bot: {await chat_engine.achat(text)}")
             await asyncio.to_thread(memory.flush)  # only to show it: a chat does not wait
-        print_captured(engine, who)
+        print_captured(engine, who, before)
 
         print("--- conversation 4")
         memory = conversation(engine, who)
