@@ -269,13 +269,12 @@ def lock(conn: Connection, *parts: str | None, shared: bool = False) -> None:
     """Serialise the transactions that name the same ``parts`` until they end.
 
     PostgreSQL takes a transaction-scoped advisory lock on a hash of the parts
-    (``shared``: many holders at once, none beside an exclusive one). SQLite
-    needs none: its writers run one at a time.
+    (``shared``: many holders at once, none beside an exclusive one), scoped to
+    the schema the tables are in: advisory locks belong to the whole database,
+    and memories kept in two schemas of one database do not wait for each
+    other. SQLite needs none: its writers run one at a time.
     """
-    if conn.dialect.name != "postgresql":
-        return
-    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    conn.exec_driver_sql(f"SELECT {function}(%s)", (_lock_key(parts),))
+    lock_all(conn, [parts], shared=shared)
 
 
 def lock_all(conn: Connection, keys: Sequence[Sequence[str | None]], *, shared: bool) -> None:
@@ -284,8 +283,13 @@ def lock_all(conn: Connection, keys: Sequence[Sequence[str | None]], *, shared: 
         return
     function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     ordered = sorted({_lock_key(k) for k in keys})
-    calls = ", ".join(f"{function}(%s)" for _ in ordered)
+    calls = ", ".join(f"{function}(%s # {_SCHEMA_HASH})" for _ in ordered)
     conn.exec_driver_sql(f"SELECT {calls}", tuple(ordered))
+
+
+# The same constant for every transaction in one schema, so that the fixed order of
+# ``lock_all`` (of the keys before it is applied) holds within the schema.
+_SCHEMA_HASH = "hashtextextended(coalesce(current_schema(), ''), 0)"
 
 
 def _lock_key(parts: Sequence[str | None]) -> int:

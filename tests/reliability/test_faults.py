@@ -184,7 +184,7 @@ def cut_while_waiting(engine: MemoryEngine, url: str, key: str) -> None:
         lock_key(hold, GIULIA, key)
         writer = threading.Thread(target=write)
         writer.start()
-        pid = wait_for_lock_waiter(holder)
+        pid = wait_for_lock_waiter(holder, backend_pid(hold))
         terminate(url, pid)
         writer.join(10)
     holder.dispose()
@@ -197,15 +197,18 @@ def cut_while_waiting(engine: MemoryEngine, url: str, key: str) -> None:
     )
 
 
-def wait_for_lock_waiter(engine: sa.Engine) -> int:
+def wait_for_lock_waiter(engine: sa.Engine, holder: int) -> int:
+    """The backend waiting for a lock that ``holder`` (a backend's pid) holds, and only that one:
+    other tests may wait for locks of their own at the same time."""
     deadline = time.monotonic() + 10
     with engine.connect() as conn:
         while time.monotonic() < deadline:
             pid = conn.execute(
                 sa.text(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND query LIKE '%pg_advisory_xact_lock%' AND pid <> pg_backend_pid()"
-                )
+                    "SELECT pid FROM pg_stat_activity WHERE :holder = ANY(pg_blocking_pids(pid)) "
+                    "AND query LIKE '%pg_advisory_xact_lock%'"
+                ),
+                {"holder": holder},
             ).scalar()
             conn.rollback()
             if pid is not None:
