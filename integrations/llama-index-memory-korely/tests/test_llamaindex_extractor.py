@@ -81,6 +81,15 @@ def test_a_completion_llm_is_shown_the_engines_schema_and_answers_in_json() -> N
     assert shown.replace("{", "{{").replace("}", "}}") in prompt
 
 
+def test_a_completion_llm_leaves_no_schema_instructions_in_a_later_function_calling_prompt() -> None:
+    answer = "```json\n" + json.dumps({"operations": [MILAN]}) + "\n```"
+    korely_extractor(TextLLM(answers=[answer]))(EXCERPT, [])
+    llm = ScriptedLLM(operations(MILAN))
+    korely_extractor(llm)(EXCERPT, [])
+    (prompt,) = llm.received
+    assert Script.text(prompt) == extraction_prompt(EXCERPT, [])  # the engine's prompt alone
+
+
 def test_every_field_of_an_operation_reaches_the_engine() -> None:
     answer = operations(
         {"action": "record", "key": "hours", "content": "Open 9-17", "scope": "account"},

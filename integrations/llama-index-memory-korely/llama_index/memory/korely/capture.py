@@ -27,7 +27,7 @@ from korely_memory.capturing import CaptureStats, ExtractorStats, ModelExtractor
 __all__ = ["CaptureStats", "ExtractorStats", "KorelyExtractor", "korely_extractor"]
 
 # The engine's prompt goes in whole, as the template's one value: its braces stay text.
-_PROMPT = PromptTemplate("{request}")
+_PROMPT = "{request}"
 
 
 class MemoryOperations(BaseModel):
@@ -68,7 +68,11 @@ class KorelyExtractor(ModelExtractor):
 
     def _ask(self, prompt: str) -> Any:
         try:
-            return self.llm.structured_predict(MemoryOperations, _PROMPT, request=prompt)
+            # A new template each call: the text-completion program attaches its output parser
+            # (the JSON schema's instructions) to the template it is given, and a shared one
+            # would carry them into every later prompt, a function-calling model's included.
+            template = PromptTemplate(_PROMPT)
+            return self.llm.structured_predict(MemoryOperations, template, request=prompt)
         except (ValueError, KeyError) as unreadable:
             # structured_predict raises ValueError for text with no JSON in it, a reply that
             # calls no function, or arguments of the wrong shape (pydantic's ValidationError
