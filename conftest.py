@@ -65,6 +65,19 @@ def require_postgres() -> None:
 @pytest.fixture
 def postgresql_url() -> Iterator[str]:
     """A URL whose connections use a fresh, empty schema, dropped afterwards."""
+    with _fresh_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def other_postgresql_url() -> Iterator[str]:
+    """A second fresh schema in the same database as ``postgresql_url``'s."""
+    with _fresh_schema() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _fresh_schema() -> Iterator[str]:
     require_postgres()
     schema = f"korely_t_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")

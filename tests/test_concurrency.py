@@ -88,3 +88,33 @@ def test_racing_first_writes_of_a_new_key(db_url: str) -> None:
         assert errors == []
         history = engine.history(Identity("acme", "marco", "support-copilot"), "fresh-key")
         assert len(history) == WRITERS and sum(f.is_current for f in history) == 1
+
+
+def test_memories_in_two_schemas_of_one_database_never_wait_for_each_other(
+    postgresql_url: str, other_postgresql_url: str, giulia: Identity
+) -> None:
+    """PostgreSQL's advisory locks belong to the whole database: the engine scopes its own to
+    the schema, so a writer holding a key in one schema does not stop the same key in another."""
+    from korely_memory._database import writing
+    from korely_memory._versions import lock_key
+
+    with MemoryEngine(postgresql_url) as one, MemoryEngine(other_postgresql_url) as two:
+        one.remember(giulia, "home-city", "Giulia lives in Rome")
+        with writing(one.db) as conn:
+            lock_key(conn, giulia, "home-city")  # held until this block ends
+            written = threading.Thread(
+                target=two.remember, args=(giulia, "home-city", "Giulia lives in Milan")
+            )
+            written.start()
+            written.join(10)
+            assert not written.is_alive(), "the other schema's writer waited for this lock"
+            # and within one schema the lock still holds
+            waiting = threading.Thread(
+                target=one.correct, args=(giulia, "home-city", "Giulia lives in Turin")
+            )
+            waiting.start()
+            waiting.join(0.5)
+            assert waiting.is_alive()
+        waiting.join(10)
+        assert [f.content for f in one.get_facts(giulia)] == ["Giulia lives in Turin"]
+        assert [f.content for f in two.get_facts(giulia)] == ["Giulia lives in Milan"]
