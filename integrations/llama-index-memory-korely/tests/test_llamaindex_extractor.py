@@ -81,7 +81,7 @@ def test_a_completion_llm_is_shown_the_engines_schema_and_answers_in_json() -> N
     assert shown.replace("{", "{{").replace("}", "}}") in prompt
 
 
-def test_a_completion_llm_leaves_no_schema_instructions_in_a_later_function_calling_prompt() -> None:
+def test_a_completion_llm_leaves_no_schema_text_in_a_later_function_calling_prompt() -> None:
     answer = "```json\n" + json.dumps({"operations": [MILAN]}) + "\n```"
     korely_extractor(TextLLM(answers=[answer]))(EXCERPT, [])
     llm = ScriptedLLM(operations(MILAN))
