@@ -431,14 +431,34 @@ def scrub(engine: Engine, url: URL, tables: Sequence[sa.Table], wait: float) -> 
 
     SQLite zeroes deleted pages already: its write-ahead log is folded in and
     emptied (``checkpoint``). PostgreSQL keeps deleted rows in dead tuples until
-    ``VACUUM FULL`` rewrites each table and its indexes (locking it meanwhile).
+    ``VACUUM FULL`` rewrites each table and its indexes (locking it meanwhile),
+    but copies the rows a transaction older than the deletion may still see: it
+    waits up to ``wait`` seconds for such transactions (of any session of the
+    database) to end, and says False when one outlasted it.
     """
     if engine.dialect.name != "postgresql":
         return checkpoint(engine, url, wait)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        deadline = time.monotonic() + wait
+        started = conn.exec_driver_sql("SELECT clock_timestamp()").scalar()
+        while _older_snapshots(conn, started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = conn.exec_driver_sql("SELECT clock_timestamp()").scalar()
         for table in tables:
             conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')
-    return True
+        return not _older_snapshots(conn, started)
+
+
+def _older_snapshots(conn: Connection, than: Any) -> bool:
+    """Whether another session of the database holds a snapshot from a transaction begun before
+    ``than``: one that may still see rows deleted before then, which VACUUM must keep."""
+    return bool(
+        conn.exec_driver_sql(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL AND xact_start < %s)",
+            (than,),
+        ).scalar()
+    )
 
 
 def binds_arrays(dialect: Dialect) -> bool:
