@@ -439,11 +439,11 @@ def scrub(engine: Engine, url: URL, tables: Sequence[sa.Table], wait: float) -> 
     if engine.dialect.name != "postgresql":
         return checkpoint(engine, url, wait)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        # A transaction begun after this moment began after the deletion: it cannot see the rows.
         deadline = time.monotonic() + wait
         started = conn.exec_driver_sql("SELECT clock_timestamp()").scalar()
         while _older_snapshots(conn, started) and time.monotonic() < deadline:
             time.sleep(0.05)
-        started = conn.exec_driver_sql("SELECT clock_timestamp()").scalar()
         for table in tables:
             conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')
         return not _older_snapshots(conn, started)
