@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import unicodedata
 from typing import Any
 
 from ._errors import InvalidRequest
@@ -28,13 +27,19 @@ _KEY = re.compile(rf"[a-z0-9][a-z0-9._:-]{{0,{MAX_KEY - 1}}}")
 _SPACES = re.compile(r" +")
 
 
+# Unicode's control characters (category Cc, fixed by the standard) and its line and paragraph
+# separators (Zl, Zp); and the surrogates, which alone cannot be encoded to UTF-8, so that no
+# database can store them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _has_control(text: str) -> bool:
-    return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
+    return _CONTROL.search(text) is not None
 
 
 def _has_surrogate(text: str) -> bool:
-    """Lone surrogates cannot be encoded to UTF-8, so no database can store them."""
-    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+    return _SURROGATE.search(text) is not None
 
 
 def name(field: str, value: Any, *, optional: bool = False) -> str | None:
@@ -47,14 +52,14 @@ def name(field: str, value: Any, *, optional: bool = False) -> str | None:
         raise InvalidRequest(field, "must not be empty")
     if value in (".", ".."):
         raise InvalidRequest(field, f"must not be {value!r}")
+    if len(value) > MAX_NAME:
+        raise InvalidRequest(field, f"must be at most {MAX_NAME} characters, got {len(value)}")
     if "/" in value:
         raise InvalidRequest(field, "must not contain '/'")
     if _has_control(value):
         raise InvalidRequest(field, "must not contain a line break or other control character")
     if _has_surrogate(value):
         raise InvalidRequest(field, "must be valid Unicode (no lone surrogates)")
-    if len(value) > MAX_NAME:
-        raise InvalidRequest(field, f"must be at most {MAX_NAME} characters, got {len(value)}")
     return value
 
 
