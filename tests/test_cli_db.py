@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from korely_memory import Identity, MemoryEngine
@@ -15,6 +16,9 @@ from korely_memory._database import create, resolve_url
 from korely_memory._migrations import HEAD, VERSION_TABLE, _alembic, schema_transaction
 
 from .cli_helpers import as_json, fill, korely, one_error
+
+# Each PostgreSQL test starts from a schema with nothing in it: these test how tables are made.
+pytestmark = pytest.mark.new_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,6 +29,9 @@ from korely_memory._schema import Base
 
 from .helpers import snapshot, statements
 
+# Each PostgreSQL test starts from a schema with nothing in it: these test how tables are made.
+pytestmark = pytest.mark.new_schema
+
 MARCO = Identity("acme", "marco", "support-copilot")
 
 
@@ -283,6 +286,7 @@ def test_many_engines_starting_at_once_create_the_schema_once(
 BATCH_REVISION = """
 import sqlalchemy as sa
 from alembic import op
+
 
 revision = "0003"
 down_revision = "{head}"
