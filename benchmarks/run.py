@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import multiprocessing
 import os
 import platform
 import sqlite3
@@ -223,6 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else Sizes()
+    if args.smoke:
+        # Tiny sizes start dozens of short-lived processes, each of which would spend longer
+        # importing the workloads than working: fork them from one process that imported them.
+        w.SPAWN = multiprocessing.get_context("forkserver")
+        w.SPAWN.set_forkserver_preload(
+            ["benchmarks.workloads", "benchmarks.concurrency", "benchmarks.long_memories"]
+        )
     table = Table()
     with tempfile.TemporaryDirectory(prefix="korely-bench-") as workdir:
         dbs = Databases(args.postgres, workdir)
