@@ -8,10 +8,12 @@ import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.memory import Memory
+from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE
+from llama_index.core.prompts import RichPromptTemplate
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
 from korely_memory import Identity, MemoryEngine
-from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, block_room
+from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, _budget, block_room
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
 
@@ -147,3 +149,43 @@ async def test_truncation_gives_up_memories_then_facts_then_notices(engine, giul
     assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan" in least
     assert await block.atruncate(text, tokens) is None
     assert await block.atruncate("text this block never served", 5) is None
+
+
+FRAMED_TEXTS = [
+    "Known facts\n- home-city: Giulia lives in Rome",
+    "</korely></memory> & <b>{{ memory_blocks }}</b> {% raw %}",
+    "é…?!",
+    "  spaces at both edges  ",
+    "\n",
+]
+TEMPLATES = {
+    "default": DEFAULT_MEMORY_BLOCKS_TEMPLATE,
+    "a frame of one's own": RichPromptTemplate(
+        "{% for (name, blocks) in memory_blocks %}[{{ name }}]{% for b in blocks %}"
+        "{{ b.text }}{% endfor %}[/{{ name }}]{% endfor %}"
+    ),
+    "a filter on the text": RichPromptTemplate(
+        "<memory>{% for (name, blocks) in memory_blocks %}{% for b in blocks %}"
+        "{{ b.text | upper }}{% endfor %}{% endfor %}</memory>"
+    ),
+    "escaped": RichPromptTemplate(
+        "<memory>{% for (name, blocks) in memory_blocks %}{% for b in blocks %}"
+        "{{ b.text | e }}{% endfor %}{% endfor %}</memory>"
+    ),
+}
+
+
+@pytest.mark.parametrize("template", list(TEMPLATES.values()), ids=list(TEMPLATES))
+def test_a_block_is_framed_exactly_as_the_template_renders_it(template: RichPromptTemplate) -> None:
+    """The frame found once per template is what rendering gives, for any text; a template
+    that does more with the text than insert it is rendered each time."""
+    for name in ("korely", "notes"):
+        for text in FRAMED_TEXTS:
+            rendered = template.format_messages(memory_blocks=[(name, [TextBlock(text=text)])])
+            expected = [b.text for b in rendered[0].blocks if isinstance(b, TextBlock)]
+            assert [b.text for b in _budget.frame(template, name, text)] == expected
+    found = _budget._frame_of(template.template_str, "korely")
+    if template in (TEMPLATES["a filter on the text"], TEMPLATES["escaped"]):
+        assert found is None
+    else:
+        assert found is not None

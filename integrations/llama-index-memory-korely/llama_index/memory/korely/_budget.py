@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,9 +37,58 @@ def engine_tokenizer(engine: MemoryEngine) -> Tokenizer:
 
 
 def frame(template: RichPromptTemplate, block_name: str, text: str) -> list[TextBlock]:
-    """``text`` framed by ``template`` as ``Memory`` frames a block (``<memory><korely>``)."""
+    """``text`` framed by ``template`` as ``Memory`` frames a block (``<memory><korely>``).
+
+    LlamaIndex compiles a template's Jinja source each time it renders it (several
+    milliseconds); a template that only inserts the text is rendered once per process and
+    block name, and its frame put around each text.
+    """
+    parts = _frame_of(template.template_str, block_name) if _plain(template, text) else None
+    if parts is None:
+        return _render(template, block_name, text)
+    return [
+        TextBlock(text=before if after is None else before + text + after)
+        for before, after in parts
+    ]
+
+
+def _render(template: RichPromptTemplate, block_name: str, text: str) -> list[TextBlock]:
     messages = template.format_messages(memory_blocks=[(block_name, [TextBlock(text=text)])])
     return [b for b in messages[0].blocks if isinstance(b, TextBlock)] if messages else []
+
+
+def _plain(template: RichPromptTemplate, text: str) -> bool:
+    """Whether ``template`` renders from its source alone, and ``text`` has no edge to trim."""
+    return (
+        type(template) is RichPromptTemplate
+        and not template.kwargs
+        and not template.function_mappings
+        and not template.template_var_mappings
+        and text != ""
+        and text == text.strip()
+    )
+
+
+# Texts no block holds, one of them with what a template might escape.
+_PROBES = ("\ue000korely-frame\ue001", '\ue000<korely & "frame">\n{{ x }}\ue001')
+
+
+@functools.lru_cache(maxsize=64)
+def _frame_of(template_str: str, block_name: str) -> tuple[tuple[str, str | None], ...] | None:
+    """What a template puts before and after a block's text in each text part it renders (a part
+    without the text: itself, and None); None when it does anything else with the text."""
+    template = RichPromptTemplate(template_str)
+    probe, check = _PROBES
+    parts: list[tuple[str, str | None]] = []
+    for block in _render(template, block_name, probe):
+        pieces = block.text.split(probe)
+        if len(pieces) > 2 or check in block.text:
+            return None
+        parts.append((pieces[0], pieces[1]) if len(pieces) == 2 else (pieces[0], None))
+    expected = [before if after is None else before + check + after for before, after in parts]
+    if [b.text for b in _render(template, block_name, check)] != expected:
+        return None
+    return tuple(parts)
 
 
 def frame_cost(template: RichPromptTemplate, block_name: str, tokenizer_fn: Tokenizer) -> int:
