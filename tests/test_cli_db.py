@@ -17,8 +17,8 @@ from korely_memory._migrations import HEAD, VERSION_TABLE, _alembic, schema_tran
 
 from .cli_helpers import as_json, fill, korely, one_error
 
-# Each PostgreSQL test starts from a schema with nothing in it: these test how tables are made.
-pytestmark = pytest.mark.new_schema
+# Each test starts from a database with nothing in it: these test how tables are made.
+pytestmark = pytest.mark.new_database
 
 ROOT = Path(__file__).resolve().parents[1]
 

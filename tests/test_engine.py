@@ -156,7 +156,7 @@ def open_and_write(url: str, n: int) -> int:
         return len(engine.get_facts(Identity("acme", f"user{n}", "bot")))
 
 
-@pytest.mark.new_schema
+@pytest.mark.new_database
 def test_many_processes_may_create_the_schema_at_once(db_url: str) -> None:
     import multiprocessing
 

@@ -29,8 +29,8 @@ from korely_memory._schema import Base
 
 from .helpers import snapshot, statements
 
-# Each PostgreSQL test starts from a schema with nothing in it: these test how tables are made.
-pytestmark = pytest.mark.new_schema
+# Each test starts from a database with nothing in it: these test how tables are made.
+pytestmark = pytest.mark.new_database
 
 MARCO = Identity("acme", "marco", "support-copilot")
 
