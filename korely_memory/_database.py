@@ -116,6 +116,8 @@ def _watch_statements(engine: Engine) -> None:
 
 def _create_sqlite(url: URL, write_wait: float) -> Engine:
     memory = is_memory_sqlite(url)
+    if not memory:
+        _create_private(url)
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
     if memory:
         # One connection shared by every thread, or each would see its own empty database.
@@ -149,6 +151,23 @@ def _create_sqlite(url: URL, write_wait: float) -> Engine:
             _begin_within(conn, options[_WAIT], write_wait)
 
     return engine
+
+
+def _create_private(url: URL) -> None:
+    """Create the SQLite file readable and writable by its owner only (0600), whatever the umask:
+    it holds personal data. SQLite gives its ``-wal`` and ``-shm`` files the database file's
+    permissions. A file that exists is left as it is; a URI filename (``?uri=true``) is SQLite's
+    to open.
+    """
+    path = url.database
+    if not path or url.query.get("uri") in ("true", "1") or path.startswith("file:"):
+        return
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return
+    except OSError:  # no such directory, no permission: SQLite says so when it opens the file
+        return
 
 
 def _begin_within(conn: Connection, wait: float, write_wait: float) -> None:

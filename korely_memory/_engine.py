@@ -164,7 +164,13 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
                 else _validation.flag("auto_upgrade", auto_upgrade)
             )
             _migrations.prepare(self.db, auto_upgrade=upgrading)
-            agreed = self._write(lambda conn: _word_index.agreed_language(conn, language))
+            # Read first: opening a database that records its language takes no write lock.
+            recorded = self._read(_word_index.recorded_language)
+            agreed = (
+                self._write(lambda conn: _word_index.agreed_language(conn, language))
+                if recorded is None
+                else _word_index.agrees(language, recorded)
+            )
             self._words = Words(agreed)
             self._ranking = Ranking(self._words, embed, embed_model)
         except BaseException:

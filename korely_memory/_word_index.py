@@ -59,25 +59,41 @@ AS_RECORDED = _AsRecorded()
 _LANGUAGE = "language"
 
 
+def recorded_language(conn: Connection) -> str | None:
+    """The language the database records ('' for none), or None when no engine recorded one yet.
+
+    A read: an engine opening a database that records its language takes no write lock.
+    """
+    found: str | None = conn.execute(
+        sa.select(settings.c.value).where(settings.c.name == _LANGUAGE)
+    ).scalar_one_or_none()
+    return found
+
+
 def agreed_language(conn: Connection, asked: str | _AsRecorded | None) -> str | None:
-    """The language the database's word indexes are in: recorded by the first engine to open it.
+    """The language the database's word indexes are in: recorded by the first engine to open it
+    (``conn`` is a write transaction: it records ``asked`` when nothing is recorded yet).
 
     Raises:
         InvalidRequest: ``asked`` is not a language the engine knows, or differs
             from the one the database records.
     """
-    if not isinstance(asked, _AsRecorded):
-        try:
-            check_language(asked)
-        except ValueError as error:
-            raise InvalidRequest("language", str(error)) from None
-    recorded = conn.execute(
-        sa.select(settings.c.value).where(settings.c.name == _LANGUAGE)
-    ).scalar_one_or_none()
+    _check(asked)
+    recorded = recorded_language(conn)
     if recorded is None:
         chosen = DEFAULT_LANGUAGE if isinstance(asked, _AsRecorded) else asked
         conn.execute(settings.insert().values(name=_LANGUAGE, value=chosen or ""))
         return chosen
+    return agrees(asked, recorded)
+
+
+def agrees(asked: str | _AsRecorded | None, recorded: str) -> str | None:
+    """The recorded language, when ``asked`` agrees with it.
+
+    Raises:
+        InvalidRequest: As ``agreed_language``.
+    """
+    _check(asked)
     language = recorded or None
     if not isinstance(asked, _AsRecorded) and asked != language:
         raise InvalidRequest(
@@ -86,6 +102,14 @@ def agreed_language(conn: Connection, asked: str | _AsRecorded | None) -> str | 
             f"language={language!r}, or leave language out",
         )
     return language
+
+
+def _check(asked: str | _AsRecorded | None) -> None:
+    if not isinstance(asked, _AsRecorded):
+        try:
+            check_language(asked)
+        except ValueError as error:
+            raise InvalidRequest("language", str(error)) from None
 
 
 def space_of(scope: str | None, owner_key: str) -> str:

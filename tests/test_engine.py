@@ -10,9 +10,12 @@ import threading
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 import korely_memory
 from korely_memory import Identity, MemoryEngine, NotFound
+
+from .cli_helpers import korely
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,6 +74,53 @@ def test_default_url_is_a_sqlite_file_in_the_working_directory(
     assert (tmp_path / "korely-memory.db").exists()
     with MemoryEngine() as again:
         assert [f.content for f in again.get_facts(giulia)] == ["Giulia lives in Rome"]
+
+
+@pytest.mark.parametrize("default", [True, False], ids=["default-url", "url-given"])
+def test_the_sqlite_file_and_its_companions_only_their_owner_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, giulia: Identity, default: bool
+) -> None:
+    monkeypatch.delenv("KORELY_DATABASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / ("korely-memory.db" if default else "memory.db")
+    before = os.umask(0o022)  # the usual umask: files others may read
+    try:
+        with MemoryEngine(None if default else f"sqlite:///{path}") as engine:
+            engine.remember(giulia, "home-city", "Giulia lives in Rome")
+            made = [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+            assert all(f.exists() for f in made)
+            assert {f.name: oct(f.stat().st_mode & 0o777) for f in made} == {
+                f.name: "0o600" for f in made
+            }
+    finally:
+        os.umask(before)
+
+
+def test_an_engine_starts_and_reads_while_another_process_writes(
+    db_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(db_url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    writer = sa.create_engine(db_url)
+    try:
+        with writer.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, held
+                conn.exec_driver_sql("INSERT INTO korely_admins VALUES ('acme', 'anna')")
+            else:
+                conn.begin()  # every write of the memory's own tables waits; reads do not
+                conn.exec_driver_sql(
+                    "LOCK TABLE korely_settings, korely_alembic_version, korely_facts, "
+                    "korely_marks IN EXCLUSIVE MODE"
+                )
+            with MemoryEngine(db_url, write_wait=1) as starting:
+                assert [f.content for f in starting.get_facts(giulia)] == ["Giulia lives in Rome"]
+            shown = korely("--url", db_url, "facts", "acme", "giulia", "support-copilot")
+            assert shown.exit_code == 0, shown.stderr
+            assert "Giulia lives in Rome" in shown.stdout
+            conn.rollback()
+    finally:
+        writer.dispose()
 
 
 def test_environment_url_is_used_when_none_is_given(
