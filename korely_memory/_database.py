@@ -21,6 +21,7 @@ import importlib.util
 import os
 import random
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -108,7 +109,24 @@ def close_on_return(engine: Engine, closed: Callable[[], bool]) -> None:
             record.invalidate()
 
 
+def forget_statements() -> None:
+    """Empty the cache of compiled statements of every engine of this process (after an erasure).
+
+    SQLAlchemy keeps each compiled statement with the statement it was first compiled from,
+    bound values included: the words of a fact looked up or unindexed by value.
+    """
+    for engine in list(_ENGINES):
+        cache = getattr(engine, "_compiled_cache", None)
+        if cache is not None:
+            cache.clear()
+
+
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
 def _watch_statements(engine: Engine) -> None:
+    _ENGINES.add(engine)  # every engine made here: ``forget_statements`` reaches them all
+
     @event.listens_for(engine, "after_cursor_execute")
     def _ran(conn: Connection, *_: Any) -> None:
         conn.info[_RAN] = True
@@ -154,7 +172,7 @@ def _create_sqlite(url: URL, write_wait: float) -> Engine:
 
 
 def _create_private(url: URL) -> None:
-    """Create the SQLite file readable and writable by its owner only (0600), whatever the umask:
+    """Create the SQLite file readable and writable by its owner only (0600; no umask widens it):
     it holds personal data. SQLite gives its ``-wal`` and ``-shm`` files the database file's
     permissions. A file that exists is left as it is; a URI filename (``?uri=true``) is SQLite's
     to open.

@@ -10,6 +10,7 @@ here, once.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 from collections import OrderedDict
@@ -73,6 +74,7 @@ class EngineCore:
     def _scrub_words(self) -> bool:
         """After words were deleted: drop them from this process's caches, and from SQLite's log."""
         _cache.forget_all()
+        _database.forget_statements()
         with self._serial:
             return _database.checkpoint(self.db, self.url, self._write_wait)
 
@@ -128,9 +130,13 @@ class EngineCore:
             return list(self._owed.get((account, reader or ""), {}).values())
 
     def _owe(self, slot: tuple[str, str], handed: Sequence[Fact]) -> None:
+        """Keep what the next read needs to mark these versions: their ids and whom they are
+        about, never their words (an erasure may come first)."""
         with self._owed_lock:
             kept = self._owed.setdefault(slot, {})
-            kept.update((f.id, f) for f in handed)
+            kept.update(
+                (f.id, f if not f.content else dataclasses.replace(f, content="")) for f in handed
+            )
             self._owed.move_to_end(slot)
             while len(self._owed) > OWED_READERS:
                 self._owed.popitem(last=False)

@@ -86,5 +86,7 @@ class Words:
     def _stemmer(self) -> Stemmer.Stemmer:
         stemmer = getattr(self._local, "stemmer", None)
         if stemmer is None:
-            stemmer = self._local.stemmer = Stemmer.Stemmer(self.language)
+            # Without the stemmer's own cache of words: it would keep an erased person's words
+            # for the life of the thread, out of reach of an erasure.
+            stemmer = self._local.stemmer = Stemmer.Stemmer(self.language, 0)
         return stemmer

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
 
-from korely_memory import MemoryEngine
+from korely_memory import Identity, MemoryEngine, _versions
 from korely_memory._schema import Base
 
 
@@ -38,3 +38,23 @@ def statements(db: sa.Engine) -> Iterator[list[str]]:
         yield sent
     finally:
         sa.event.remove(db, "before_cursor_execute", record)
+
+
+def hold_the_mark_lock(url: str, giulia: Identity) -> Callable[[], None]:
+    """Hold what a read's mark step needs for longer than it waits; returns the release."""
+    holder = sa.create_engine(url)
+    conn = holder.connect()
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        trans = conn.begin()
+        _versions.lock_person(conn, giulia.account, giulia.user, erasing=True)
+        assert trans.is_active
+
+    def release() -> None:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("ROLLBACK")
+        conn.close()
+        holder.dispose()
+
+    return release

@@ -24,6 +24,8 @@ from korely_memory import (
 )
 from korely_memory._schema import Base
 
+from .helpers import hold_the_mark_lock
+
 ADMIN = Identity("acme", "anna", "support-copilot")
 SECRET = "zqdiabetesword"
 
@@ -76,6 +78,48 @@ def test_no_fact_this_process_keeps_holds_an_erased_word(
     kept = [o for o in gc.get_objects() if isinstance(o, Fact)]
     assert "home-city" in {f.key for f in kept}  # the caches work on
     assert not [f.key for f in kept if SECRET in f.content]
+
+
+def holders_of(word: str) -> list[str]:
+    """The kinds of object of this process that hold ``word`` (as it is, or inside a longer
+    string), directly or through a container the collector does not track (a dict or a tuple of
+    strings); ``word`` itself is not counted."""
+    gc.collect()
+    found = []
+    for holder in gc.get_objects():
+        for ref in gc.get_referents(holder):
+            inner = [ref]
+            if isinstance(ref, dict) and not gc.is_tracked(ref):
+                inner = [*ref.keys(), *ref.values()]
+            elif isinstance(ref, (tuple, frozenset)) and not gc.is_tracked(ref):
+                inner = list(ref)
+            if any(isinstance(s, str) and s is not word and word in s for s in inner):
+                found.append(type(holder).__name__)
+    return found
+
+
+@pytest.mark.parametrize("erasing", ["erase_user", "forget"])
+def test_no_cache_of_the_process_keeps_an_erased_word(
+    engine: MemoryEngine, giulia: Identity, db_url: str, erasing: str
+) -> None:
+    # Made here, so that no line of this file (which the process keeps) holds the words.
+    stored, stemmed = "".join(["ZQ", "MELANOMAS"]), "".join(["zq", "melanoma"])
+    engine.remember(giulia, "health", f"Giulia has {stored} in remission")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    release = hold_the_mark_lock(db_url, giulia)
+    try:  # this read's marks give way: the versions it handed over are owed to the next read
+        assert engine.get_context(giulia, f"{stored}?", reader="bot").gave_way
+    finally:
+        release()
+    engine.get_context(giulia, "Rome", reader="other-bot")
+    assert holders_of(stored)  # the caches work
+
+    if erasing == "erase_user":
+        engine.erase_user("acme", "giulia")
+    else:
+        engine.forget(giulia, "health", erase=True)
+
+    assert holders_of(stemmed) == [] and holders_of(stored) == []
 
 
 def test_forget_with_erase_leaves_no_word_in_the_sqlite_file(

@@ -27,6 +27,8 @@ from korely_memory import (
 from korely_memory._identity import EndCause
 from korely_memory._schema import fact_terms, facts
 
+from .helpers import hold_the_mark_lock
+
 ADMIN = Identity("acme", "anna", "support-copilot")
 
 
@@ -147,26 +149,6 @@ def test_a_read_that_gave_way_has_its_facts_marked_by_the_next_read(
     assert not told.gave_way
     assert [c.now and c.now.content for c in told.changed] == ["Giulia lives in Milan"]
     assert engine.get_context(giulia, reader="support-bot").changed == ()
-
-
-def hold_the_mark_lock(url: str, giulia: Identity) -> Callable[[], None]:
-    """Hold what a read's mark step needs for longer than it waits; returns the release."""
-    holder = sa.create_engine(url)
-    conn = holder.connect()
-    if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-    else:
-        trans = conn.begin()
-        _versions.lock_person(conn, giulia.account, giulia.user, erasing=True)
-        assert trans.is_active
-
-    def release() -> None:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("ROLLBACK")
-        conn.close()
-        holder.dispose()
-
-    return release
 
 
 @pytest.mark.parametrize(
