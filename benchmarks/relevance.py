@@ -17,6 +17,7 @@ took.
 
 from __future__ import annotations
 
+import datetime as dt
 import statistics
 import sys
 import time
@@ -135,7 +136,7 @@ def relevance(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
         with dbs.fresh(backend) as url, MemoryEngine(url) as engine:
             load(engine, {"giulia": [f.item for f in facts]})
             with engine.db.connect() as conn:
-                reference = Exhaustive(visible(conn, who))
+                reference = Exhaustive(visible(conn, who, dt.datetime.now(dt.timezone.utc)))
             engine_block, engine_top, found_by_search = engine_reads(
                 engine, asked, sizes.relevance_passes, passes
             )

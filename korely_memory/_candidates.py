@@ -36,6 +36,8 @@ from ._schema import (
     facts,
     memories,
     moment_reader,
+    moment_writer,
+    personal_row,
     true_account_row,
     true_personal_row,
 )
@@ -77,8 +79,16 @@ def query_terms(query: str | None, words: Words) -> list[str]:
     return sorted(words.distinct(query), key=lambda w: (-len(w), w))[:MAX_QUERY_TERMS]
 
 
-def candidates(conn: Connection, who: Identity, terms: list[str], page: int | None) -> Candidates:
-    """The newest ``page`` true facts ``who`` sees, and those matching ``terms`` (None: all)."""
+def candidates(
+    conn: Connection, who: Identity, terms: list[str], page: int | None, now: dt.datetime | None
+) -> Candidates:
+    """The newest ``page`` facts true at ``now`` that ``who`` sees, and those matching ``terms``
+    (None: all). ``now`` None, on PostgreSQL only: the server's clock, read by the statement
+    itself (no round trip of its own)."""
+    if _database.binds_arrays(conn.dialect):  # one array of words: a plan whatever their number
+        prepared = _prepared(conn.dialect, 1 if terms else 0)
+    else:
+        prepared = _prepared(conn.dialect, len(terms))
     params: dict[str, Any] = {
         "account": who.account,
         "agent": who.agent,
@@ -88,13 +98,12 @@ def candidates(conn: Connection, who: Identity, terms: list[str], page: int | No
         "rare": RARE,
         "matches": MATCHES,
         "account_space": ACCOUNT_SPACE,
+        "now": None if now is None else prepared.write_moment(now),
     }
-    if _database.binds_arrays(conn.dialect):  # one array of words: a plan whatever their number
+    if _database.binds_arrays(conn.dialect):
         params["terms"] = terms
-        prepared = _prepared(conn.dialect, 1 if terms else 0)
     else:
         params.update({f"t{i}": t for i, t in enumerate(terms)})
-        prepared = _prepared(conn.dialect, len(terms))
     rows = conn.exec_driver_sql(prepared.sql, prepared.arguments(params)).all()
     *found_rows, counts = rows
     own_n, shared_n = counts[1], counts[1 + _FIELDS.index("replaced_by_id")]
@@ -145,6 +154,7 @@ class _Prepared:
     defaults: dict[str, Any]
     order: tuple[str, ...] | None  # positional drivers (SQLite): the parameters' order
     moment: Callable[[Any], dt.datetime]
+    write_moment: Callable[[dt.datetime], Any]
 
     def arguments(self, params: dict[str, Any]) -> Any:
         merged = {**self.defaults, **params}
@@ -164,13 +174,16 @@ def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
         "matches": 0,
         "account_space": "",
         "terms": [],
+        "now": None,
     }
     placeholders.update({f"t{i}": "" for i in range(n_terms)})
     defaults = {
         k: v for k, v in compiled.construct_params(placeholders).items() if k not in placeholders
     }
     order = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
-    return _Prepared(compiled.string, defaults, order, moment_reader(dialect))
+    return _Prepared(
+        compiled.string, defaults, order, moment_reader(dialect), moment_writer(dialect)
+    )
 
 
 def _best(hits: Any) -> Any:
@@ -216,8 +229,20 @@ def _postings(where: list[Any], correlated: tuple[Any, ...] = ()) -> Any:
     )
 
 
-def _shadowed(table: Any) -> Any:
-    """A user's own true fact under the same key hides the account's."""
+def _now(server_clock: bool) -> Any:
+    """The read's moment: ``now`` as bound, else (None, on PostgreSQL) the server's clock."""
+    now = sa.bindparam("now", type_=facts.c.valid_until.type)
+    return sa.func.coalesce(now, sa.func.clock_timestamp()) if server_clock else now
+
+
+def _live(table: Any, server_clock: bool) -> Any:
+    """Not expired at the read's moment: no ``valid_until``, or one still to come."""
+    return sa.or_(table.c.valid_until.is_(None), table.c.valid_until > _now(server_clock))
+
+
+def _shadowed(table: Any, server_clock: bool) -> Any:
+    """A user's own true fact under the same key hides the account's (one that expired hides
+    nothing)."""
     own = facts.alias("own")
     return sa.exists().where(
         own.c.account == table.c.account,
@@ -226,25 +251,47 @@ def _shadowed(table: Any) -> Any:
         own.c.key == table.c.key,
         # Literals, as in the partial indexes' predicates, so SQLite can use them.
         sa.text(true_personal_row("own")),
+        _live(own, server_clock),
     )
 
 
 @functools.lru_cache(maxsize=MAX_QUERY_TERMS + 1)
 def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
+    """The block's one statement; ``lateral``: PostgreSQL's (arrays, lateral lookups, and the
+    server's clock when no moment is bound)."""
     account: sa.BindParameter[str] = sa.bindparam("account")
     agent: sa.BindParameter[str] = sa.bindparam("agent")
     owner: sa.BindParameter[str] = sa.bindparam("owner")
     mine = (facts.c.account == account, facts.c.agent == agent)
     shared = facts.alias("shared")
-    own_n = sa.func.coalesce(
-        sa.select(fact_counts.c.n)
+    gone = facts.alias("gone")
+    # The kept count holds the facts that expired and that no write has ended yet: found by
+    # the partial index of the true facts that expire, without reading the others.
+    expired_n = (
+        sa.select(sa.func.count())
+        .select_from(gone)
         .where(
-            fact_counts.c.account == account,
-            fact_counts.c.agent == agent,
-            fact_counts.c.owner_key == owner,
+            gone.c.account == account,
+            gone.c.agent == agent,
+            gone.c.owner_key == owner,
+            sa.text("gone.valid_until IS NOT NULL AND gone.ended_recorded_at IS NULL"),
+            gone.c.valid_until <= _now(lateral),
+            sa.text(personal_row("gone")),
         )
-        .scalar_subquery(),
-        0,
+        .scalar_subquery()
+    )
+    own_n = (
+        sa.func.coalesce(
+            sa.select(fact_counts.c.n)
+            .where(
+                fact_counts.c.account == account,
+                fact_counts.c.agent == agent,
+                fact_counts.c.owner_key == owner,
+            )
+            .scalar_subquery(),
+            0,
+        )
+        - expired_n
     )
     shared_n = (
         sa.select(sa.func.count())
@@ -253,7 +300,8 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
             shared.c.account == account,
             shared.c.agent == agent,
             sa.text(true_account_row("shared")),
-            ~_shadowed(shared),
+            _live(shared, lateral),
+            ~_shadowed(shared, lateral),
         )
         .scalar_subquery()
     )
@@ -282,13 +330,15 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
             *mine,
             facts.c.owner_key == owner,
             _TRUE_PERSONAL,
+            _live(facts, lateral),
             limit=sa.bindparam("page"),
         ),
         part(
             1,
             *mine,
             _TRUE_ACCOUNT,
-            ~_shadowed(facts),
+            _live(facts, lateral),
+            ~_shadowed(facts, lateral),
             limit=sa.bindparam("page"),
         ),
     ]
@@ -343,8 +393,9 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
                 *mine,
                 sa.or_(
                     sa.and_(facts.c.owner_key == owner, _TRUE_PERSONAL),
-                    sa.and_(_TRUE_ACCOUNT, ~_shadowed(facts)),
+                    sa.and_(_TRUE_ACCOUNT, ~_shadowed(facts, lateral)),
                 ),
+                _live(facts, lateral),
                 # Driven by the few matching ids, never by a scan of the account's facts.
                 source=matching.join(facts, facts.c.id == matching.c.fact_id),
             )

@@ -16,14 +16,23 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _versions
+from . import _expiry, _versions
 from ._identity import EndCause, Identity
 from ._marks import subject_of
 from ._schema import facts
 from ._types import Change, Fact
 
-EXPLICIT = frozenset({EndCause.CORRECTED, EndCause.FORGOTTEN, EndCause.STATED, EndCause.ERASED})
-"""Causes told by default for memory with no end user: changes someone made on purpose."""
+EXPLICIT = frozenset(
+    {
+        EndCause.CORRECTED,
+        EndCause.FORGOTTEN,
+        EndCause.STATED,
+        EndCause.ERASED,
+        EndCause.EXPIRED,
+    }
+)
+"""Causes told by default for memory with no end user: changes someone made on purpose (an
+expiry was recorded on purpose with the fact)."""
 
 
 @dataclass
@@ -45,14 +54,19 @@ class PendingChanges:
 
 
 def resolve(
-    conn: Connection, who: Identity, ended: Sequence[Fact], kinds: frozenset[str] | None
+    conn: Connection,
+    who: Identity,
+    ended: Sequence[Fact],
+    kinds: frozenset[str] | None,
+    at: dt.datetime,
 ) -> PendingChanges:
-    """The changes behind ``ended`` (a reader's pending versions), in two statements in all."""
+    """The changes behind ``ended`` (a reader's pending versions), in two statements in all;
+    every version as a read at ``at`` sees it (one that expired by then has ended)."""
     out = PendingChanges(versions={f.id: f for f in ended})
     if not ended:
         return out
-    chain = _chains(conn, [f.id for f in ended])
-    current = _current_same_keys(conn, ended)
+    chain = _chains(conn, [f.id for f in ended], at)
+    current = _current_same_keys(conn, ended, at)
     by_end: dict[int, Change] = {}
     for was in ended:
         link = _last_ended(was, chain)
@@ -102,7 +116,7 @@ def _told(cause: EndCause, subject: str, kinds: frozenset[str] | None) -> bool:
     return bool(subject) or cause in EXPLICIT
 
 
-def _chains(conn: Connection, start_ids: list[int]) -> dict[int, Fact]:
+def _chains(conn: Connection, start_ids: list[int], now: dt.datetime) -> dict[int, Fact]:
     """Every version reachable from ``start_ids`` by ``replaced_by_id``, in one recursive query."""
     step = (
         sa.select(facts.c.id, facts.c.replaced_by_id)
@@ -114,11 +128,11 @@ def _chains(conn: Connection, start_ids: list[int]) -> dict[int, Fact]:
         sa.select(nxt.c.id, nxt.c.replaced_by_id).where(nxt.c.id == step.c.replaced_by_id)
     )
     rows = conn.execute(sa.select(facts).where(facts.c.id.in_(sa.select(step.c.id)))).all()
-    return {r.id: Fact.from_row(r) for r in rows}
+    return {r.id: _expiry.seen_at(Fact.from_row(r), now) for r in rows}
 
 
 def _current_same_keys(
-    conn: Connection, ended: Sequence[Fact]
+    conn: Connection, ended: Sequence[Fact], now: dt.datetime
 ) -> dict[tuple[str, str, str, str], Fact]:
     """True facts under the keys of ``ended``: a fact true again is no change."""
     keys = sorted({(f.account, f.agent, f.key) for f in ended})
@@ -128,5 +142,5 @@ def _current_same_keys(
             facts.c.ended_recorded_at.is_(None),
         )
     ).all()
-    found = [Fact.from_row(r) for r in rows]
+    found = [f for r in rows if _expiry.holds(f := Fact.from_row(r), now)]
     return {(f.account, f.agent, _versions.namespace_of(f), f.key): f for f in found}

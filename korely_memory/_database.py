@@ -15,6 +15,7 @@ databases is decided here.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import functools
 import hashlib
 import importlib.util
@@ -496,6 +497,12 @@ def _older_snapshots(conn: Connection, than: Any) -> bool:
             (than,),
         ).scalar()
     )
+
+
+def server_time(conn: Connection) -> dt.datetime:
+    """The database server's clock now (PostgreSQL), in UTC: the one clock of every process."""
+    moment: dt.datetime = conn.exec_driver_sql("SELECT clock_timestamp()").scalar_one()
+    return moment.astimezone(dt.timezone.utc)
 
 
 def binds_arrays(dialect: Dialect) -> bool:

@@ -81,9 +81,11 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
         is_admin: ``is_admin(account, user) -> bool``, the application's own
             rule for who administers an account, instead of ``grant_admin``.
         write_wait: Seconds a writer waits for another writer's lock.
-        clock: Where the engine takes the time of what it records, in UTC;
-            by default the system clock. A version never ends before it was
-            recorded, whatever the clock says.
+        clock: Where the engine takes the time of what it records, holds and
+            marks, in UTC. By default one clock for every process: on PostgreSQL
+            the database server's, on SQLite the system clock of the machine its
+            processes share. A version never ends before it was recorded,
+            whatever the clock says.
         language: The language words are stemmed in, for the word indexes and
             relevance (a Snowball stemmer name such as ``"english"``,
             ``"italian"``, ``"german"``), or None to only fold case and accents.
@@ -148,7 +150,9 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
         _database.close_on_return(self.db, lambda: self._closed)
         self._write_wait = write_wait
         self._is_admin = is_admin
-        self._now = clock or utcnow
+        self._clock = clock
+        self._system_clock = utcnow
+        self._server_clock = self.db.dialect.name == "postgresql"
         self._tokens = TokenCounter(tokenizer)
         # Versions handed over by reads whose marks gave way, marked by the reader's next read.
         self._owed: OrderedDict[tuple[str, str], dict[int, Fact]] = OrderedDict()

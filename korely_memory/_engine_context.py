@@ -74,30 +74,35 @@ class ContextMethods(EngineCore):
             default_hold=_validation.DEFAULT_HOLD,
             renew=renew,
         )
-        now = self._now()
-        held = _read_path.new_hold(request, now)
-        token = held.token if held else None
+        token = _read_path.hold_token(request)
         owed = self._owed_to(request.who.account, request.reader) if request.marking else []
 
         def read(
             conn: Connection,
-        ) -> tuple[_read_path.Gathered, ContextBlock, dict[int, dt.datetime]]:
+        ) -> tuple[_read_path.Gathered, ContextBlock, dict[int, dt.datetime], dt.datetime | None]:
+            # A read that marks, or of the past, runs several statements: it reads the clock
+            # first. The common read is one statement, which reads the server's clock itself.
+            marks = request.marking or request.of_the_past
+            now = self._now(conn) if marks else self._now_or_server(conn)
             gathered = _read_path.gather(conn, request, self._ranking, self._tokens, now, owed)
             block = _read_path.draft(
                 gathered, request, self._ranking, self._tokens, token=token, conn=conn
             )
             if not request.marking or request.reader is None:
-                return gathered, block, {}
+                return gathered, block, {}, now
             ids = [f.id for f in block.facts]
             return (
                 gathered,
                 block,
                 _marks.last_reads(conn, request.who.account, request.reader, ids),
+                now,
             )
 
         # A read that marks, or of the past, takes several statements from one snapshot; the
         # common read is one statement (two or three with memories) and needs no transaction.
-        gathered, block, last = self._read(read, snapshot=request.marking or request.of_the_past)
+        gathered, block, last, now = self._read(
+            read, snapshot=request.marking or request.of_the_past
+        )
         self._keep_vectors()
         if not request.marking:
             return block
@@ -114,6 +119,8 @@ class ContextMethods(EngineCore):
                 token=token,
             )
 
+        assert now is not None  # read for a read that marks
+        held = _read_path.new_hold(request, token, now)
         claims = gathered.pending.marks_settled_by(block.changed)
         claimed = self._write_marks(
             request.who, request.reader, block.facts, claims, last, now, held
@@ -136,7 +143,7 @@ class ContextMethods(EngineCore):
             InvalidRequest: ``receipt`` is not a receipt a block carried.
         """
         token, ids = _read_path.parse_receipt(receipt)
-        return self._write(lambda conn: _marks.acknowledge(conn, token, ids, self._now()))
+        return self._write(lambda conn: _marks.acknowledge(conn, token, ids, self._now(conn)))
 
     def release(self, receipt: str) -> int:
         """Let go of the changes a held block showed, without spending them: the model never got

@@ -42,7 +42,9 @@ class EngineCore:
     db: Engine
     _write_wait: float
     _is_admin: Callable[[str, str], bool] | None
-    _now: Clock
+    _clock: Clock | None  # the caller's, when one was given
+    _system_clock: Clock  # this process's
+    _server_clock: bool  # PostgreSQL: the server's clock, not the process's
     _tokens: TokenCounter
     _words: Words
     _ranking: Ranking
@@ -51,6 +53,26 @@ class EngineCore:
     # Versions handed over by reads whose marks gave way, marked by the reader's next read.
     _owed: OrderedDict[tuple[str, str], dict[int, Fact]]
     _owed_lock: threading.Lock
+
+    def _now(self, conn: Connection) -> dt.datetime:
+        """The time of what happens on ``conn``, from the engine's one clock.
+
+        The caller's ``clock`` when one was given; on PostgreSQL the server's, so that
+        processes whose clocks disagree still agree on every version's, hold's and mark's
+        time; on SQLite, whose processes share a machine, this process's.
+        """
+        if self._clock is not None:
+            return self._clock()
+        if self._server_clock:
+            return _database.server_time(conn)
+        return self._system_clock()
+
+    def _now_or_server(self, conn: Connection) -> dt.datetime | None:
+        """``_now``, or None where a statement reads the server's clock itself (PostgreSQL,
+        no clock given): a read of one statement then pays no round trip for the time."""
+        if self._server_clock and self._clock is None:
+            return None
+        return self._now(conn)
 
     def _write(self, work: Callable[[Connection], R]) -> R:
         with self._serial:

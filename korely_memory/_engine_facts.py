@@ -23,6 +23,7 @@ class FactMethods(EngineCore):
         *,
         scope: Scope | str = Scope.USER,
         valid_from: Moment | None = None,
+        valid_until: Moment | None = None,
         source_memory_id: int | None = None,
         max_facts: int | None = None,
         reader: str | None = None,
@@ -37,6 +38,11 @@ class FactMethods(EngineCore):
             scope: ``Scope.USER``, or ``Scope.ACCOUNT`` to propose a fact that
                 reaches the whole account once an administrator confirms it.
             valid_from: When it became true in the world (default: now).
+            valid_until: When it stops being true (default: until something
+                ends it); a date means through that day (it ends at the next
+                midnight UTC). From then on, reads of the present leave it out
+                and a reader handed it is told it expired; reads of the past
+                and ``history`` keep it. Must be after ``valid_from``.
             source_memory_id: The memory it was read from; forgetting the memory
                 ends the fact.
             max_facts: Refuse a new key once ``who`` holds this many facts.
@@ -56,6 +62,7 @@ class FactMethods(EngineCore):
         content = _validation.content(content)
         stored_scope = _validation.scope(scope).value
         start = _validation.moment("valid_from", valid_from)
+        end = _validation.until("valid_until", valid_until)
         source = _validation.optional_count("source_memory_id", source_memory_id)
         ceiling = _validation.optional_count("max_facts", max_facts)
         _validation.name("reader", reader, optional=True)
@@ -69,6 +76,7 @@ class FactMethods(EngineCore):
                 content,
                 scope=stored_scope,
                 valid_from=start,
+                valid_until=end,
                 source=source,
                 ceiling=ceiling,
                 reader=reader,
@@ -82,6 +90,7 @@ class FactMethods(EngineCore):
         content: str,
         *,
         valid_from: Moment | None = None,
+        valid_until: Moment | None = None,
         reader: str | None = None,
         admin_rights: bool = True,
     ) -> Fact:
@@ -95,6 +104,8 @@ class FactMethods(EngineCore):
             key: The key of the fact to correct.
             content: The fact as it holds now, 1 to 2000 characters.
             valid_from: When the new content became true in the world (default: now).
+            valid_until: When the new content stops being true, as for
+                ``remember`` (default: until something ends it).
             reader: The writing agent's reader name: it is not told of its own
                 change, and the new version counts as handed to it.
             admin_rights: With False (as the tools call it), an administrator's
@@ -115,6 +126,7 @@ class FactMethods(EngineCore):
         key = _validation.key(key)
         content = _validation.content(content)
         start = _validation.moment("valid_from", valid_from)
+        end = _validation.until("valid_until", valid_until)
         _validation.name("reader", reader, optional=True)
         rights = _validation.flag("admin_rights", admin_rights)
 
@@ -126,6 +138,7 @@ class FactMethods(EngineCore):
                 key,
                 content,
                 valid_from=start,
+                valid_until=end,
                 reader=reader,
                 rights=rights,
             )
@@ -146,7 +159,8 @@ class FactMethods(EngineCore):
         Args:
             who: Whose memory: (account, user, agent).
             key: The key of the fact that no longer holds.
-            at: When it stopped being true in the world (default: now).
+            at: When it stopped being true in the world (default: now); not
+                before the fact became true (its ``valid_from``).
             erase: Also remove the words of every version under ``key`` (the
                 person asked that it not be kept at all): history shows that
                 versions existed, not what they said, and a notice about it says
@@ -216,23 +230,24 @@ class FactMethods(EngineCore):
         everything = _validation.flag("include_invalidated", include_invalidated)
         marking = reader is not None and at is None and known is None and not everything
 
-        def read(conn: Connection) -> tuple[list[Fact], dict[int, dt.datetime]]:
+        def read(conn: Connection) -> tuple[list[Fact], dict[int, dt.datetime], dt.datetime]:
+            now = self._now(conn)
             if everything:
-                found = _versions.every_version(conn, who)
+                found = _versions.every_version(conn, who, now=now)
             elif at is None and known is None:
-                found = _versions.visible(conn, who)
+                found = _versions.visible(conn, who, now)
             else:
                 found = _versions.as_of(
-                    _versions.every_version(conn, who), at=at, known=known, who=who
+                    _versions.every_version(conn, who, now=now), at=at, known=known, who=who
                 )
             found.sort(key=lambda f: (f.recorded_at, f.id), reverse=True)
             if not marking or reader is None:
-                return found, {}
-            return found, _marks.last_reads(conn, who.account, reader, [f.id for f in found])
+                return found, {}, now
+            return found, _marks.last_reads(conn, who.account, reader, [f.id for f in found]), now
 
-        found, last = self._read(read, snapshot=marking)
+        found, last, now = self._read(read, snapshot=marking)
         if marking and reader is not None:
-            self._write_marks(who, reader, found, [], last, self._now(), None)
+            self._write_marks(who, reader, found, [], last, now, None)
         return found
 
     def history(self, who: Identity, key: str) -> list[Fact]:
@@ -255,4 +270,4 @@ class FactMethods(EngineCore):
         """
         who = _validation.identity(who)
         key = _validation.key(key)
-        return self._read(lambda conn: _versions.every_version(conn, who, key))
+        return self._read(lambda conn: _versions.every_version(conn, who, key, now=self._now(conn)))

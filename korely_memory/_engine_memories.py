@@ -43,7 +43,7 @@ class MemoryMethods(EngineCore):
 
         def work(conn: Connection) -> Memory:
             _versions.lock_person(conn, who.account, who.user)
-            return _memories.add(conn, who, body, self._now(), self._words)
+            return _memories.add(conn, who, body, self._now(conn), self._words)
 
         return self._write(work)
 
@@ -70,7 +70,7 @@ class MemoryMethods(EngineCore):
         def work(conn: Connection) -> Memory:
             _versions.lock_person(conn, who.account, who.user)
             memory = self._memory_of(conn, who, mid, exclusive=True)
-            _memories.forget(conn, memory, self._now())
+            _memories.forget(conn, memory, self._now(conn))
             return memory
 
         memory = self._write(work)
@@ -122,7 +122,8 @@ class MemoryMethods(EngineCore):
         top = _validation.count("limit", limit)
 
         def read(conn: Connection) -> tuple[list[Fact], list[Memory]]:
-            facts_found = self._ranking.matching_facts(text, _versions.visible(conn, who), conn)
+            true_now = _versions.visible(conn, who, self._now(conn))
+            facts_found = self._ranking.matching_facts(text, true_now, conn)
             if self._ranking.reads_every_fact:
                 return facts_found, self._ranking.memories(text, _memories.recent(conn, who), conn)
             terms = self._words.distinct(text)
@@ -190,7 +191,7 @@ class MemoryMethods(EngineCore):
         turns = [(role, text) for role, text in messages]
         if keeping and self._read(lambda conn: _capture.kept_last(conn, who, said)):
             return CaptureReport(None, dry_run=rehearsal, already_captured=True)
-        known = self._read(lambda conn: _versions.visible(conn, who))
+        known = self._read(lambda conn: _versions.visible(conn, who, self._now(conn)))
         operations = operations_from(extractor(turns, known))
 
         def work(conn: Connection) -> CaptureReport:
@@ -199,7 +200,7 @@ class MemoryMethods(EngineCore):
             if keeping:
                 if _capture.kept_last(conn, who, said):  # captured meanwhile
                     return CaptureReport(None, dry_run=rehearsal, already_captured=True)
-                memory = _memories.add(conn, who, said, self._now(), self._words)
+                memory = _memories.add(conn, who, said, self._now(conn), self._words)
             source = memory.id if memory is not None else None
             steps = _capture.apply(
                 conn, self._writer, who, source, operations, ceiling=ceiling, reader=reader

@@ -63,7 +63,7 @@ class ReviewMethods(EngineCore):
                     f"{reviewer!r} is not an administrator of account {admin.account!r}"
                 )
             return _review.decide(
-                conn, admin.account, reviewer, fid, confirm=confirm, now=self._now()
+                conn, admin.account, reviewer, fid, confirm=confirm, now=self._now(conn)
             )
 
         return self._write(work)
@@ -83,7 +83,7 @@ class ReviewMethods(EngineCore):
         """
         _validation.name("account", account)
         _validation.name("agent", agent, optional=True)
-        return self._read(lambda conn: _review.queue(conn, account, agent))
+        return self._read(lambda conn: _review.queue(conn, account, agent, self._now(conn)))
 
     def grant_admin(self, account: str, user: str) -> None:
         """Make ``user`` an administrator of ``account``.

@@ -5,11 +5,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
+from sqlalchemy.engine import Connection
+
 from . import _database, _erasure, _export, _marks, _validation
 from ._engine_core import EngineCore, Moment
 from ._errors import InvalidRequest
 from ._schema import Base
 from ._types import ErasureReport, TrimReport
+
+_YEAR_1 = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
 
 
 class UpkeepMethods(EngineCore):
@@ -42,7 +46,7 @@ class UpkeepMethods(EngineCore):
         """
         _validation.name("account", account)
         _validation.name("user", user)
-        report = self._write(lambda conn: _erasure.erase(conn, account, user, self._now()))
+        report = self._write(lambda conn: _erasure.erase(conn, account, user, self._now(conn)))
         return dataclasses.replace(report, scrubbed=self._scrub_words())
 
     def scrub(self) -> bool:
@@ -82,8 +86,9 @@ class UpkeepMethods(EngineCore):
         """
         _validation.name("account", account)
         _validation.name("user", user)
-        now = self._now()
-        return self._read(lambda conn: _export.gather(conn, account, user, now), snapshot=True)
+        return self._read(
+            lambda conn: _export.gather(conn, account, user, self._now(conn)), snapshot=True
+        )
 
     def delete_reader(self, account: str, reader: str) -> int:
         """Delete every read mark kept for ``reader`` in ``account``.
@@ -99,13 +104,16 @@ class UpkeepMethods(EngineCore):
         return self._write(lambda conn: _marks.delete_reader(conn, account, reader))
 
     def trim(self, now: Moment | None = None) -> TrimReport:
-        """Remove marks 90 days after their last read, and marks whose change was told.
+        """Remove marks 90 days after their last read, and marks whose change was told; end, as
+        expired, the facts whose ``valid_until`` came (reads leave them out already: this
+        only settles their rows).
 
         Schedule it: hourly is plenty (a cron job, a systemd timer, or a loop
         in your application).
 
         Args:
-            now: The moment to trim as of (default: now).
+            now: The moment to trim marks as of (default: now). Facts are ended
+                only once their ``valid_until`` came by the engine's clock.
 
         Returns:
             What was removed.
@@ -113,9 +121,14 @@ class UpkeepMethods(EngineCore):
         Raises:
             InvalidRequest: ``now`` is within 90 days of year 1.
         """
-        moment = _validation.moment("now", now) or self._now()
-        if moment - dt.datetime.min.replace(tzinfo=dt.timezone.utc) < _marks.LIFETIME:
+        moment = _validation.moment("now", now)
+        if moment is not None and moment - _YEAR_1 < _marks.LIFETIME:
             raise InvalidRequest(
                 "now", f"must be at least {_marks.LIFETIME.days} days after year 1"
             )
-        return self._write(lambda conn: _erasure.trim(conn, moment))
+
+        def work(conn: Connection) -> TrimReport:
+            clock = self._now(conn)
+            return _erasure.trim(conn, moment or clock, expire_by=min(moment or clock, clock))
+
+        return self._write(work)

@@ -73,7 +73,9 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
     )
 
 
-def trim(conn: Connection, now: dt.datetime) -> TrimReport:
-    """Marks go 90 days after their last read, and once the change they waited for was told."""
+def trim(conn: Connection, now: dt.datetime, *, expire_by: dt.datetime) -> TrimReport:
+    """Facts whose ``valid_until`` came by ``expire_by`` are ended as expired; marks go 90 days
+    after their last read (as of ``now``), and once the change they waited for was told."""
+    ended = _versions.end_all_expired(conn, expire_by)
     expired, told = _marks.trim(conn, now)
-    return TrimReport(marks_expired=expired, marks_told=told)
+    return TrimReport(marks_expired=expired, marks_told=told, facts_expired=ended)

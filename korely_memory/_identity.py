@@ -51,6 +51,8 @@ class EndCause(str, enum.Enum):
     """An administrator refused the proposal."""
     ERASED = "erased"
     """It was forgotten with ``erase=True``: its words are gone."""
+    EXPIRED = "expired"
+    """Its ``valid_until`` came: it was recorded as true until then."""
 
     def __str__(self) -> str:
         return self.value

@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _database
+from . import _database, _expiry
 from ._identity import Identity, Scope
 from ._schema import facts, marks
 from ._types import Fact
@@ -62,6 +62,8 @@ _PENDING = (
         marks.c.subject.in_(sa.bindparam("subjects", expanding=True)),
         # As in the partial index ix_korely_marks_pending.
         sa.text("korely_marks.ended_at IS NOT NULL AND korely_marks.told_at IS NULL"),
+        # A fact that expires is marked with its end when handed over: pending once it comes.
+        marks.c.ended_at <= sa.bindparam("now"),
         sa.or_(
             marks.c.held_until.is_(None),
             marks.c.held_until <= sa.bindparam("now"),
@@ -92,7 +94,7 @@ def pending(
             "renewing": renewing or "",
         },
     ).all()
-    return [Fact.from_row(r) for r in rows]
+    return [_expiry.seen_at(Fact.from_row(r), now) for r in rows]
 
 
 _LAST_READ = sa.select(marks.c.fact_id, marks.c.last_read_at).where(
@@ -125,7 +127,8 @@ def _hand_over_statement(dialect: str) -> sa.Insert:
         sa.bindparam("subject", type_=marks.c.subject.type),
         sa.bindparam("first", type_=marks.c.first_read_at.type),
         sa.bindparam("last", type_=marks.c.last_read_at.type),
-        facts.c.ended_recorded_at,
+        # A version that ended is marked ended; one that expires, with its expiry to come.
+        sa.func.coalesce(facts.c.ended_recorded_at, facts.c.valid_until),
     ).where(facts.c.id == sa.bindparam("id"))
     source = _database.lock_rows(source, dialect)
     insert: sa.Insert = _database.insert_ignoring_duplicates_for(dialect, marks)
@@ -256,7 +259,11 @@ def versions_ended(
     ids = sorted(fact_ids)
     conn.execute(
         marks.update()
-        .where(marks.c.fact_id.in_(ids), marks.c.ended_at.is_(None))
+        .where(
+            marks.c.fact_id.in_(ids),
+            # An expiry still to come gives way to the end that came first.
+            sa.or_(marks.c.ended_at.is_(None), marks.c.ended_at > now),
+        )
         .values(ended_at=now)
     )
     if writer is not None:

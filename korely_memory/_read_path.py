@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection
 
-from . import _candidates, _changes, _marks, _memories, _render, _validation, _versions
+from . import _candidates, _changes, _expiry, _marks, _memories, _render, _validation, _versions
 from ._errors import InvalidRequest
 from ._identity import Identity
 from ._ranking import Ranking
@@ -134,20 +134,25 @@ def gather(
     request: ReadRequest,
     ranking: Ranking,
     count: TokenCounter,
-    now: dt.datetime,
+    now: dt.datetime | None,
     owed: Sequence[Fact] = (),
 ) -> Gathered:
     """Read the candidates of a block from one snapshot.
 
     ``owed``: versions an earlier read of this reader handed over but could not
     mark; those about this block's user that have ended since are told as if
-    they had been marked.
+    they had been marked. ``now``: the read's moment; None (on PostgreSQL, for a read
+    that neither marks nor reads the past) lets the statement read the server's clock.
     """
     who = request.who
     excerpts: dict[int, str] = {}
     if request.of_the_past:
+        assert now is not None
         found = _versions.as_of(
-            _versions.every_version(conn, who), at=request.at, known=request.known, who=who
+            _versions.every_version(conn, who, now=now),
+            at=request.at,
+            known=request.known,
+            who=who,
         )
         found = [f for f in found if not f.erased]
         found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
@@ -158,7 +163,7 @@ def gather(
     else:
         terms = _candidates.query_terms(request.query, ranking.words)
         page = None if ranking.reads_every_fact else _candidates.page_size(request.budget, count)
-        chosen = _candidates.candidates(conn, who, terms, page)
+        chosen = _candidates.candidates(conn, who, terms, page, now)
         found, total = chosen.facts, chosen.total
         if not chosen.has_memories:
             shown = []
@@ -168,18 +173,20 @@ def gather(
             shown, excerpts = _memories_to_show(conn, request, terms)
     gathered = Gathered(found, total, shown, excerpts=excerpts)
     if request.marking:
-        assert request.reader is not None
+        assert request.reader is not None and now is not None
         ended = _marks.pending(conn, who, request.reader, now, renewing=request.renew)
         subjects = {who.user or "", ""}
         unmarked = [f.id for f in owed if _marks.subject_of(f) in subjects]
         known = {f.id for f in ended}
         ended += [
-            f for f in _versions.by_ids(conn, unmarked) if not f.is_current and f.id not in known
+            f
+            for f in _expiry.all_seen_at(_versions.by_ids(conn, unmarked), now)
+            if not f.is_current and f.id not in known
         ]
         # Latest ended first, as the marks come: of two versions told as one change, the one
         # read last is the change's ``was``.
         ended.sort(key=lambda f: (f.ended_recorded_at, f.id), reverse=True)
-        gathered.pending = _changes.resolve(conn, who, ended, request.kinds)
+        gathered.pending = _changes.resolve(conn, who, ended, request.kinds, now)
     return gathered
 
 
@@ -296,12 +303,19 @@ def settle(
     return redraw(told, len(pending.changes) - len(block.changed))
 
 
-def new_hold(request: ReadRequest, now: dt.datetime) -> _marks.Hold | None:
-    """A fresh hold for a read that asked for one: under the token of the block it renews, if
-    any, whose changes it may then take again."""
+def hold_token(request: ReadRequest) -> str | None:
+    """The token of a read that asked for a hold: that of the block it renews, if any, whose
+    changes it may then take again, else a fresh one."""
     if request.hold is None or not request.marking:
         return None
-    return _marks.Hold(request.renew or secrets.token_hex(16), now + request.hold)
+    return request.renew or secrets.token_hex(16)
+
+
+def new_hold(request: ReadRequest, token: str | None, now: dt.datetime) -> _marks.Hold | None:
+    """The hold of a read with ``token``, from ``now`` (the read's moment)."""
+    if token is None or request.hold is None:
+        return None
+    return _marks.Hold(token, now + request.hold)
 
 
 def receipt(token: str, mark_ids: Iterable[int]) -> str:

@@ -71,20 +71,31 @@ _fold_cached = cached(8 * 2**20)(_fold)
 
 
 def fact_line(fact: Fact) -> str:
-    """``- key: content (since DAY)``; an account fact's key says ``(account)``, a proposal
-    for the account (shown only to the person who made it) ``(proposed for the account)``."""
-    parts = (fact.key, fact.content, fact.effective_scope.value, fact.valid_from)
+    """``- key: content (since DAY)``, ``(since DAY, until LAST DAY)`` for one that expires;
+    an account fact's key says ``(account)``, a proposal for the account (shown only to the
+    person who made it) ``(proposed for the account)``."""
+    parts = (fact.key, fact.content, fact.effective_scope.value, fact.valid_from, fact.valid_until)
     line = _LINES.get(parts)
     return line if line is not None else _LINES.put(parts, _fact_line(*parts))
 
 
-_LINES: TextCache[tuple[str, str, str, dt.datetime], str] = TextCache(8 * 2**20)
+_LINES: TextCache[tuple[str, str, str, dt.datetime, dt.datetime | None], str] = TextCache(8 * 2**20)
 _LABELS = {Scope.ACCOUNT.value: "account", Scope.ACCOUNT_PROPOSED.value: "proposed for the account"}
 
 
-def _fact_line(key: str, content: str, scope: str, since: dt.datetime) -> str:
+def _fact_line(
+    key: str, content: str, scope: str, since: dt.datetime, until: dt.datetime | None
+) -> str:
     label = f"{key} ({_LABELS[scope]})" if scope in _LABELS else key
-    return f"- {label}: {fold(content)} (since {since:%Y-%m-%d})"
+    if until is None:
+        return f"- {label}: {fold(content)} (since {since:%Y-%m-%d})"
+    return f"- {label}: {fold(content)} (since {since:%Y-%m-%d}, until {last_day(until)})"
+
+
+def last_day(until: dt.datetime) -> str:
+    """The last day a fact that ends at ``until`` holds: the day before, when it ends at
+    midnight (as one recorded until a date does)."""
+    return f"{until - dt.timedelta(microseconds=1):%Y-%m-%d}"
 
 
 def said(fact: Fact, cause: EndCause) -> str:

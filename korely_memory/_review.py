@@ -13,7 +13,7 @@ import datetime as dt
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _versions, _word_index
+from . import _expiry, _versions, _word_index
 from ._errors import InvalidRequest, NotCurrent, NotFound
 from ._identity import EndCause, Identity, Scope
 from ._schema import admins, facts, true_row
@@ -33,6 +33,10 @@ def decide(
     fact = _versions.by_id(conn, fact_id)  # read again under the locks
     if fact is None:  # its owner was erased meanwhile
         raise NotFound(f"no fact {fact_id} in account {account!r}")
+    if _expiry.expired(fact, now):  # nothing to review: it is no longer true
+        _versions.end_expired(conn, [fact], now)
+        fact = _versions.by_id(conn, fact_id)
+        assert fact is not None
     if not fact.is_current:
         end = _versions.chain_end(conn, fact)
         raise NotCurrent(f"fact {fact_id} has ended ({fact.end_cause})", end.id if end else None)
@@ -76,8 +80,8 @@ def decide(
     return reviewed
 
 
-def queue(conn: Connection, account: str, agent: str | None) -> list[Fact]:
-    """Proposals waiting for an administrator, oldest first."""
+def queue(conn: Connection, account: str, agent: str | None, now: dt.datetime) -> list[Fact]:
+    """Proposals waiting for an administrator at ``now`` (not expired), oldest first."""
     where: list[sa.ColumnElement[bool] | sa.TextClause] = [
         facts.c.account == account,
         facts.c.scope == Scope.ACCOUNT_PROPOSED.value,
@@ -86,7 +90,7 @@ def queue(conn: Connection, account: str, agent: str | None) -> list[Fact]:
     if agent is not None:
         where.append(facts.c.agent == agent)
     rows = conn.execute(sa.select(facts).where(*where).order_by(facts.c.recorded_at, facts.c.id))
-    return [Fact.from_row(r) for r in rows]
+    return [f for r in rows if _expiry.holds(f := Fact.from_row(r), now)]
 
 
 def listed(conn: Connection, account: str, user: str) -> bool:

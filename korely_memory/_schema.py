@@ -60,6 +60,14 @@ def moment_reader(dialect: Dialect) -> Callable[[Any], dt.datetime]:
     return parse_sqlite_utc if dialect.name == "sqlite" else as_utc
 
 
+def moment_writer(dialect: Dialect) -> Callable[[dt.datetime], Any]:
+    """How a moment becomes a driver parameter of SQL run as it is (bypassing the column type),
+    in the form the column stores: text on SQLite."""
+    process = UTCDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert process is not None  # a TypeDecorator with process_bind_param always has one
+    return process
+
+
 class UTCDateTime(TypeDecorator[dt.datetime]):
     """Stores UTC and always returns aware datetimes: SQLite drops the time zone."""
 
@@ -133,6 +141,7 @@ def true_account_row(alias: str | None = None) -> str:
 # Queries that should use a partial index state its predicate with these same functions:
 # SQLite uses a partial index only when the query's WHERE holds the index's terms as written.
 _PENDING = "ended_at IS NOT NULL AND told_at IS NULL"
+_EXPIRING = f"valid_until IS NOT NULL AND {true_row()}"
 _HELD = "hold_token IS NOT NULL"
 
 
@@ -165,6 +174,10 @@ class FactRow(Base):
     confirmed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     modified_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    # When it stops being true, as recorded with it (revision 0003): no read of a moment at or
+    # after it shows it, though the row is true (``ended_recorded_at IS NULL``) until a write
+    # under its key, or ``trim``, ends it as expired.
+    valid_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         Index(
@@ -205,6 +218,16 @@ class FactRow(Base):
             "id",
             sqlite_where=text(true_account_row()),
             postgresql_where=text(true_account_row()),
+        ),
+        # True facts that expire: how many of a namespace's have, without reading the others.
+        Index(
+            "ix_korely_facts_expiring",
+            "account",
+            "agent",
+            "owner_key",
+            "valid_until",
+            sqlite_where=text(_EXPIRING),
+            postgresql_where=text(_EXPIRING),
         ),
         Index("ix_korely_facts_owner", "account", "agent", "owner_key", "key"),
         Index("ix_korely_facts_account_key", "account", "agent", "key"),

@@ -15,6 +15,9 @@ from ._identity import EndCause, Scope
 class Fact:
     """One version of a fact. ``invalid_at`` is None while it holds.
 
+    A version recorded with ``valid_until`` expires then: a read of a later moment
+    sees it ended (``end_cause`` ``expired``, ``invalid_at`` its ``valid_until``).
+
     ``content`` is empty for a version whose words were removed: forgotten with
     ``erase=True``, or read from a memory that was forgotten (``erased`` says so).
     """
@@ -37,6 +40,8 @@ class Fact:
     confirmed_at: dt.datetime | None
     created_at: dt.datetime
     modified_at: dt.datetime
+    valid_until: dt.datetime | None = None
+    """When it stops being true, as recorded with it; None: until something ends it."""
 
     @property
     def effective_scope(self) -> Scope:
@@ -279,7 +284,9 @@ class ErasureReport:
 
 @dataclass(frozen=True)
 class TrimReport:
-    """What ``trim`` removed."""
+    """What ``trim`` removed, and the facts it ended."""
 
     marks_expired: int = 0
     marks_told: int = 0
+    facts_expired: int = 0
+    """Facts whose ``valid_until`` came, ended as expired (reads left them out already)."""

@@ -137,6 +137,16 @@ def moment(field: str, value: Any) -> dt.datetime | None:
     raise InvalidRequest(field, f"must be a datetime or a date, not {type(value).__name__}")
 
 
+def until(field: str, value: Any) -> dt.datetime | None:
+    """When a fact stops being true: a datetime as ``moment`` reads it; a bare date means
+    through that day, so the fact ends at the next midnight UTC."""
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        if value == dt.date.max:
+            raise InvalidRequest(field, f"must be a day before {dt.date.max}, got {value}")
+        value += dt.timedelta(days=1)
+    return moment(field, value)
+
+
 def token_budget(value: Any) -> int:
     """An integer from ``MIN_BUDGET`` to ``MAX_BUDGET``."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import _database, _marks, _word_index
+from ._expiry import expired, holds, seen_at
 from ._identity import EndCause, Identity, Scope
 from ._ranking import findable, forget_vectors
 from ._schema import (
@@ -73,7 +74,8 @@ _OWN_CURRENT = sa.select(*_ROW).where(*_MINE, facts.c.key == sa.bindparam("key")
 _ACCOUNT_CURRENT = sa.select(*_ROW).where(
     *_MINE[:2], facts.c.key == sa.bindparam("key"), _TRUE_ACCOUNT
 )
-_COUNT_OWN = sa.select(sa.func.count()).select_from(facts).where(*_MINE, _TRUE_PERSONAL)
+_LIVE = sa.or_(facts.c.valid_until.is_(None), facts.c.valid_until > sa.bindparam("now"))
+_COUNT_OWN = sa.select(sa.func.count()).select_from(facts).where(*_MINE, _TRUE_PERSONAL, _LIVE)
 _BY_ID = sa.select(*_ROW).where(facts.c.id == sa.bindparam("fact_id"))
 _VISIBLE = sa.union_all(
     sa.select(*_ROW).where(*_MINE, _TRUE_PERSONAL),
@@ -89,6 +91,38 @@ def _names(who: Identity, **also: Any) -> dict[str, Any]:
 def from_values(values: Sequence[Any]) -> Fact:
     """A Fact from a row in field order; many rows are read per block, so no per-field lookups."""
     return Fact.from_fields(dict(zip(FIELDS, values, strict=True)))
+
+
+# -- expiry: a property of the read --------------------------------------------------------
+
+
+def end_expired(conn: Connection, found: Iterable[Fact], now: dt.datetime) -> list[int]:
+    """End, as expired, the versions of ``found`` whose ``valid_until`` came by ``now``: each at
+    its ``valid_until`` (never before it was recorded). Returns their ids."""
+    ended: list[int] = []
+    for fact in found:
+        if expired(fact, now):
+            assert fact.valid_until is not None
+            ended += end_versions(
+                conn,
+                facts.c.id == fact.id,
+                cause=EndCause.EXPIRED,
+                now=fact.valid_until,
+                invalid_at=fact.valid_until,
+            )
+    return ended
+
+
+_EXPIRED = sa.select(*_ROW).where(
+    sa.text("korely_facts.valid_until IS NOT NULL AND korely_facts.ended_recorded_at IS NULL"),
+    facts.c.valid_until <= sa.bindparam("now"),
+)
+
+
+def end_all_expired(conn: Connection, now: dt.datetime) -> int:
+    """End every version whose ``valid_until`` came by ``now`` (``trim``); returns how many."""
+    found = [from_values(r) for r in conn.execute(_EXPIRED, {"now": now})]
+    return len(end_expired(conn, found, now))
 
 
 # -- locks --------------------------------------------------------------------------------
@@ -136,9 +170,9 @@ def account_current(conn: Connection, who: Identity, key: str) -> Fact | None:
     return from_values(row) if row else None
 
 
-def count_own(conn: Connection, who: Identity) -> int:
-    """How many true facts the identity's own namespace holds."""
-    n: int = conn.execute(_COUNT_OWN, _names(who)).scalar_one()
+def count_own(conn: Connection, who: Identity, now: dt.datetime) -> int:
+    """How many true facts the identity's own namespace holds at ``now``."""
+    n: int = conn.execute(_COUNT_OWN, _names(who, now=now)).scalar_one()
     return n
 
 
@@ -170,11 +204,11 @@ def chain_end(conn: Connection, fact: Fact) -> Fact | None:
     return fact if fact.is_current else None
 
 
-def visible(conn: Connection, who: Identity) -> list[Fact]:
-    """Every fact true now that ``who`` sees: its own, then confirmed account facts it does not
-    shadow."""
+def visible(conn: Connection, who: Identity, now: dt.datetime) -> list[Fact]:
+    """Every fact true at ``now`` that ``who`` sees: its own, then confirmed account facts it
+    does not shadow (an expired fact of its own shadows nothing)."""
     rows = conn.execute(_VISIBLE, _names(who))
-    return shadow([from_values(r) for r in rows])
+    return shadow(f for r in rows if holds(f := from_values(r), now))
 
 
 def shadow(found: Iterable[Fact]) -> list[Fact]:
@@ -191,9 +225,12 @@ def _precedence(fact: Fact) -> tuple[int, dt.datetime, int]:
     return (0 if fact.effective_scope is Scope.ACCOUNT else 1, fact.recorded_at, fact.id)
 
 
-def every_version(conn: Connection, who: Identity, key: str | None = None) -> list[Fact]:
-    """Every version in ``who``'s history: its own namespace's and the confirmed account facts',
-    oldest first. Versions whose words were removed are there, with no words."""
+def every_version(
+    conn: Connection, who: Identity, key: str | None = None, *, now: dt.datetime
+) -> list[Fact]:
+    """Every version in ``who``'s history as a read at ``now`` sees it: its own namespace's and
+    the confirmed account facts', oldest first. Versions whose words were removed are there,
+    with no words; those that expired by ``now`` read as ended."""
     where = [
         facts.c.account == who.account,
         facts.c.agent == who.agent,
@@ -204,7 +241,7 @@ def every_version(conn: Connection, who: Identity, key: str | None = None) -> li
     rows = conn.execute(
         sa.select(*_ROW).where(*where).order_by(facts.c.recorded_at, facts.c.id)
     ).all()
-    return [from_values(r) for r in rows]
+    return [seen_at(from_values(r), now) for r in rows]
 
 
 def as_of(
@@ -222,10 +259,15 @@ def as_of(
         ended_then = f.ended_recorded_at is not None and (
             known is None or f.ended_recorded_at <= known
         )
+        # An expiry is known from the moment the version was recorded.
         if at is None:
-            if ended_then:
+            if ended_then or (f.valid_until is not None and known and f.valid_until <= known):
                 continue
-        elif f.valid_from > at or (ended_then and f.invalid_at is not None and f.invalid_at <= at):
+        elif (
+            f.valid_from > at
+            or (ended_then and f.invalid_at is not None and f.invalid_at <= at)
+            or (f.valid_until is not None and f.valid_until <= at)
+        ):
             continue
         chosen.append(f)
     return shadow(chosen)
@@ -247,6 +289,7 @@ def insert_version(
     now: dt.datetime,
     created_at: dt.datetime,
     source_memory_id: int | None = None,
+    valid_until: dt.datetime | None = None,
     words: Words,
     confirmed_by: str | None = None,
     confirmed_at: dt.datetime | None = None,
@@ -261,6 +304,7 @@ def insert_version(
         "content": content,
         "scope": scope,
         "valid_from": valid_from,
+        "valid_until": valid_until,
         "recorded_at": now,
         "source_memory_id": source_memory_id,
         "confirmed_by": confirmed_by,

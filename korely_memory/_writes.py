@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from . import _marks, _memories, _versions
-from ._errors import LimitExceeded, NotFound, PermissionDenied
+from . import _expiry, _marks, _memories, _versions
+from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
 from ._identity import EndCause, Identity, Scope
 from ._schema import facts
 from ._types import Fact
@@ -28,7 +28,7 @@ class Writer:
     """What every write needs besides its arguments: the engine's words, clock and admin rule."""
 
     words: Words
-    now: Callable[[], dt.datetime]
+    now: Callable[[Connection], dt.datetime]
     is_admin: Callable[[Connection, str, str], bool]
 
 
@@ -41,6 +41,7 @@ def record(
     *,
     scope: str = Scope.USER.value,
     valid_from: dt.datetime | None = None,
+    valid_until: dt.datetime | None = None,
     source: int | None = None,
     ceiling: int | None = None,
     reader: str | None = None,
@@ -55,19 +56,29 @@ def record(
     if ceiling is not None:
         _versions.lock_ceiling(conn, who)
     _versions.lock_key(conn, who, key)
+    now = w.now(conn)
+    _check_interval(valid_from or now, valid_until)
     if source is not None and _memories.get(conn, who, source) is None:
         raise NotFound(f"no memory {source} for this identity")
-    old = _versions.own_current(conn, who, key)
+    old = _own_current(conn, who, key, now)
     if old is None:
         shared = _versions.account_current(conn, who, key)
-        if shared is not None and shared.content == content:
+        if (
+            shared is not None
+            and _expiry.holds(shared, now)
+            and (shared.content, shared.valid_until, valid_until) == (content, None, None)
+        ):
             return shared
-        if ceiling is not None and _versions.count_own(conn, who) >= ceiling:
+        if ceiling is not None and _versions.count_own(conn, who, now) >= ceiling:
             raise LimitExceeded(
                 f"already {ceiling} facts kept (max_facts); correct or forget one "
                 f"before adding {key!r}"
             )
-    elif old.content == content and old.effective_scope.value == scope:
+    elif (
+        old.content == content
+        and old.effective_scope.value == scope
+        and old.valid_until == valid_until
+    ):
         return old
     return _replace(
         conn,
@@ -79,7 +90,8 @@ def record(
         if source is not None or read_from_memory
         else EndCause.STATED,
         valid_from=valid_from,
-        **_own_version(who, key, content, scope, source),
+        now=now,
+        **_own_version(who, key, content, scope, source, valid_until),
     )
 
 
@@ -91,6 +103,7 @@ def correct(
     content: str,
     *,
     valid_from: dt.datetime | None = None,
+    valid_until: dt.datetime | None = None,
     reader: str | None = None,
     rights: bool = True,
     source: int | None = None,
@@ -100,22 +113,25 @@ def correct(
     correction is a proposal. ``read_from_memory`` as for ``record``."""
     _versions.lock_person(conn, who.account, who.user, reader)
     _versions.lock_key(conn, who, key)
+    now = w.now(conn)
+    _check_interval(valid_from or now, valid_until)
     read = source is not None or read_from_memory
     cause = EndCause.READ_FROM_MEMORY if read else EndCause.CORRECTED
-    old = _versions.own_current(conn, who, key)
+    old = _own_current(conn, who, key, now)
     if old is None:
-        old = _account_fact(conn, w, who, key, "correct", propose=not rights)
+        old = _account_fact(conn, w, who, key, "correct", now, propose=not rights)
         if not rights:
-            if old.content == content:
+            if old.content == content and old.valid_until == valid_until:
                 return old
-            proposal = _own_version(who, key, content, Scope.ACCOUNT_PROPOSED.value, source)
-            return _replace(
-                conn, w, None, who, reader, cause=cause, valid_from=valid_from, **proposal
+            proposal = _own_version(
+                who, key, content, Scope.ACCOUNT_PROPOSED.value, source, valid_until
             )
-    if old.content == content:
+            return _replace(
+                conn, w, None, who, reader, cause=cause, valid_from=valid_from, now=now, **proposal
+            )
+    if old.content == content and old.valid_until == valid_until:
         return old
     shared = old.effective_scope is Scope.ACCOUNT
-    now = w.now()
     return _replace(
         conn,
         w,
@@ -132,6 +148,7 @@ def correct(
         content=content,
         scope=old.effective_scope.value,
         source_memory_id=source,
+        valid_until=valid_until,
         confirmed_by=who.user if shared else None,
         confirmed_at=now if shared else None,
     )
@@ -152,10 +169,17 @@ def end(
     """``forget``: end the true fact under ``key`` (``erase``: and remove every version's words)."""
     _versions.lock_person(conn, who.account, who.user, reader)
     _versions.lock_key(conn, who, key)
-    old = _versions.own_current(conn, who, key) or _account_fact(
-        conn, w, who, key, "forget", propose=False, rights=rights
+    clock = w.now(conn)
+    old = _own_current(conn, who, key, clock) or _account_fact(
+        conn, w, who, key, "forget", clock, propose=False, rights=rights
     )
-    now = max(w.now(), old.recorded_at)
+    if at is not None and at < old.valid_from:
+        raise InvalidRequest(
+            "at",
+            f"must not be before the fact became true ({old.valid_from.isoformat()}), "
+            f"got {at.isoformat()}",
+        )
+    now = max(clock, old.recorded_at)
     _versions.end_versions(
         conn,
         facts.c.id == old.id,
@@ -171,8 +195,33 @@ def end(
     return _fact(conn, old.id)
 
 
+def _check_interval(start: dt.datetime, until: dt.datetime | None) -> None:
+    """A version must be true for a while: ``valid_until`` after ``valid_from`` (by default
+    the write's moment)."""
+    if until is not None and until <= start:
+        raise InvalidRequest(
+            "valid_until",
+            f"must be after valid_from ({start.isoformat()}), got {until.isoformat()}",
+        )
+
+
+def _own_current(conn: Connection, who: Identity, key: str, now: dt.datetime) -> Fact | None:
+    """The identity's own fact true at ``now`` under ``key``; one that expired by then is ended
+    first (as expired), so the key is free."""
+    old = _versions.own_current(conn, who, key)
+    if old is not None and _expiry.expired(old, now):
+        _versions.end_expired(conn, [old], now)
+        return None
+    return old
+
+
 def _own_version(
-    who: Identity, key: str, content: str, scope: str, source: int | None
+    who: Identity,
+    key: str,
+    content: str,
+    scope: str,
+    source: int | None,
+    valid_until: dt.datetime | None = None,
 ) -> dict[str, Any]:
     """A new version in ``who``'s own namespace, as ``_replace`` takes it."""
     return {
@@ -183,6 +232,7 @@ def _own_version(
         "content": content,
         "scope": scope,
         "source_memory_id": source,
+        "valid_until": valid_until,
     }
 
 
@@ -203,7 +253,7 @@ def _replace(
         conn,
         old,
         cause=cause,
-        now=now or w.now(),
+        now=now or w.now(conn),
         valid_from=valid_from,
         writer=(who.account, reader) if reader else None,
         words=w.words,
@@ -221,6 +271,7 @@ def _account_fact(
     who: Identity,
     key: str,
     verb: str,
+    now: dt.datetime,
     *,
     propose: bool,
     rights: bool = True,
@@ -228,6 +279,9 @@ def _account_fact(
     """The confirmed account fact under ``key``, when ``who`` may ``verb`` it (or propose)."""
     _versions.lock_key(conn, who, key, shared=True)
     shared = _versions.account_current(conn, who, key)
+    if shared is not None and _expiry.expired(shared, now):
+        _versions.end_expired(conn, [shared], now)
+        shared = None
     if shared is None:
         raise NotFound(f"no true fact under key {key!r} to {verb}; use remember to record one")
     if propose:

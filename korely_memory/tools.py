@@ -27,6 +27,7 @@ Rules every tool follows:
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ from . import _capture
 from ._engine import MemoryEngine
 from ._errors import InvalidRequest, KorelyError
 from ._identity import Identity, Scope
-from ._render import fact_line, fold, memory_line
+from ._render import fact_line, fold, last_day, memory_line
+from ._types import Fact
 from ._validation import MAX_CONTENT, MAX_KEY, MAX_MEMORY
 from .limits import check_identity, check_max_facts, check_reader
 
@@ -183,7 +185,9 @@ class MemoryTool:
             value = arguments.get(argument.name, argument.default)
             if value is None and argument.required:
                 return ToolResult(f"{self.refusal}: {argument.name} is required.", ok=False)
-            if not isinstance(value, argument.kind):
+            if value is None:  # an optional argument left out, or sent as null
+                value = argument.default
+            if value is not None and not isinstance(value, argument.kind):
                 kind = "true or false" if argument.kind is bool else "text"
                 return ToolResult(f"{self.refusal}: {argument.name} must be {kind}.", ok=False)
             checked[argument.name] = value
@@ -198,33 +202,83 @@ class Options:
     max_facts: int | None
 
 
+def _until(text: str | None) -> dt.datetime | dt.date | None:
+    """The model's ``until``: a date (``2026-12-15``, through that day) or an ISO 8601 time
+    (without an offset, UTC).
+
+    Raises:
+        InvalidRequest: ``until`` is neither.
+    """
+    if text is None:
+        return None
+    value = text.strip()
+    try:
+        if len(value) == 10:
+            return dt.date.fromisoformat(value)
+        if value[-1:] in ("Z", "z"):  # Python 3.10 reads no "Z"
+            value = value[:-1] + "+00:00"
+        return dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidRequest(
+            "until", f"must be a date (YYYY-MM-DD) or an ISO 8601 time, not {fold(text)!r}"
+        ) from None
+
+
+def _in_future(write: Callable[[], Fact]) -> Fact:
+    """Run ``write``; an end that is not after now is the model's ``until``, said so."""
+    try:
+        return write()
+    except InvalidRequest as error:
+        if error.field != "valid_until":
+            raise
+        raise InvalidRequest("until", "must be in the future") from None
+
+
+def _ends(fact: Fact) -> str:
+    return f" (until {last_day(fact.valid_until)})" if fact.valid_until else ""
+
+
 def _remember(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Options) -> str:
     scope = Scope.ACCOUNT if args["account_wide"] else Scope.USER
-    fact = engine.remember(
-        who,
-        args["key"],
-        args["content"],
-        scope=scope,
-        max_facts=opt.max_facts,
-        reader=opt.reader,
+    until = _until(args["until"])
+    fact = _in_future(
+        lambda: engine.remember(
+            who,
+            args["key"],
+            args["content"],
+            scope=scope,
+            valid_until=until,
+            max_facts=opt.max_facts,
+            reader=opt.reader,
+        )
     )
     if fact.effective_scope is Scope.ACCOUNT_PROPOSED:
         return (
-            f"Proposed {fact.key} for the whole account: {fold(fact.content)}. An administrator "
-            "reviews it; until then only this person sees it."
+            f"Proposed {fact.key} for the whole account: {fold(fact.content)}{_ends(fact)}. An "
+            "administrator reviews it; until then only this person sees it."
         )
-    return f"Remembered {fact.key}: {fold(fact.content)}"
+    return f"Remembered {fact.key}: {fold(fact.content)}{_ends(fact)}"
 
 
 def _correct(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Options) -> str:
-    fact = engine.correct(who, args["key"], args["content"], reader=opt.reader, admin_rights=False)
+    until = _until(args["until"])
+    fact = _in_future(
+        lambda: engine.correct(
+            who,
+            args["key"],
+            args["content"],
+            valid_until=until,
+            reader=opt.reader,
+            admin_rights=False,
+        )
+    )
     if fact.effective_scope is Scope.ACCOUNT_PROPOSED:
         return (
-            f"Proposed a correction of {fact.key}, an account fact: {fold(fact.content)}. It "
-            "replaces the account's fact once an administrator confirms it; until then this "
-            "person sees the proposal."
+            f"Proposed a correction of {fact.key}, an account fact: {fold(fact.content)}"
+            f"{_ends(fact)}. It replaces the account's fact once an administrator confirms it; "
+            "until then this person sees the proposal."
         )
-    return f"Corrected {fact.key}: {fold(fact.content)}"
+    return f"Corrected {fact.key}: {fold(fact.content)}{_ends(fact)}"
 
 
 def _forget(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Options) -> str:
@@ -261,6 +315,14 @@ _CONTENT = ToolArgument(
     "The fact in your own words: one or two sentences that make sense on their own, e.g. "
     f"'Giulia lives in Milan' (at most {MAX_CONTENT} characters).",
 )
+_UNTIL = ToolArgument(
+    "until",
+    "Only for a fact that holds for a while and then stops, e.g. 'Giulia is on leave until 15 "
+    "December': the last day it holds (YYYY-MM-DD), or the moment it stops (ISO 8601, UTC "
+    "unless it names an offset). It must be in the future. From then on the fact is no longer "
+    "shown. Leave it out for a fact that holds until something changes it.",
+    required=False,
+)
 
 REMEMBER = MemoryTool(
     name="remember",
@@ -280,6 +342,7 @@ REMEMBER = MemoryTool(
             kind=bool,
             required=False,
         ),
+        _UNTIL,
     ),
     refusal="Not saved",
     writes=True,
@@ -292,7 +355,7 @@ CORRECT = MemoryTool(
         "Correct a fact kept under a key when it was wrong or has changed. The old version is "
         "kept as history, and other agents that read it are told."
     ),
-    arguments=(ToolArgument("key", KEY), _CONTENT),
+    arguments=(ToolArgument("key", KEY), _CONTENT, _UNTIL),
     refusal="Not corrected",
     writes=True,
     perform=_correct,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from sqlalchemy.engine import Connection, Engine
 
 from korely_memory import Identity, MemoryEngine, Scope
@@ -89,7 +90,7 @@ def schema_of(conn: Connection) -> list[tuple[object, ...]]:
             "SELECT type, name, tbl_name, sql FROM sqlite_master "
             "WHERE tbl_name LIKE 'korely%' ORDER BY type, name"
         )
-        return [tuple(r) for r in rows]
+        return [(kind, name, table, _declared(sql)) for kind, name, table, sql in rows]
     queries = [
         "SELECT table_name, column_name, ordinal_position, data_type, character_maximum_length,"
         " is_nullable, column_default FROM information_schema.columns"
@@ -100,6 +101,18 @@ def schema_of(conn: Connection) -> list[tuple[object, ...]]:
         " WHERE schemaname = current_schema() ORDER BY 1, 2",
     ]
     return [tuple(r) for q in queries for r in conn.exec_driver_sql(q)]
+
+
+def _declared(sql: str | None) -> object:
+    """A table as SQLite keeps its declaration, less what a copy in batch mode changes and
+    nothing means: the name quoted, the table constraints in another order."""
+    if sql is None or not sql.startswith("CREATE TABLE"):
+        return sql
+    head, *lines = sql.replace('CREATE TABLE "', "CREATE TABLE ", 1).splitlines()
+    head = head.replace('" (', " (", 1)
+    items = [line.rstrip(", ") for line in lines]
+    columns = [i for i in items if not i.lstrip().startswith("CONSTRAINT")]
+    return (head, columns, sorted(i for i in items if i.lstrip().startswith("CONSTRAINT")))
 
 
 def drop_everything(db: Engine) -> None:
@@ -133,11 +146,19 @@ def test_the_revisions_build_what_the_models_declare(db: Engine) -> None:
 
 
 def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
-    """The check above could fail: at the baseline, the index revision 0002 adds is missing."""
-    migrate(db, "0001")
-    with db.connect() as conn:
-        found = _alembic.differences(conn)
-    assert [(d[0], d[1].name) for d in found] == [("add_index", "ix_korely_memories_owner_only")]
+    """The check above could fail: at each earlier revision, what the later ones add is missing."""
+    adds = {
+        "0002": [("add_index", "ix_korely_memories_owner_only")],
+        "0003": [("add_column", "valid_until"), ("add_index", "ix_korely_facts_expiring")],
+    }
+    assert sorted(adds) == list(REVISIONS[1:])
+    for at, revision in enumerate(REVISIONS[:-1]):
+        if at:
+            drop_everything(db)
+        migrate(db, revision)
+        with db.connect() as conn:
+            found = sorted((d[0], d[-1].name) for d in _alembic.differences(conn))
+        assert found == sorted(a for later in REVISIONS[at + 1 :] for a in adds[later]), revision
 
 
 def test_a_new_database_is_the_schema_the_revisions_build(db_url: str, db: Engine) -> None:
@@ -160,13 +181,13 @@ def test_a_new_database_is_the_schema_the_revisions_build(db_url: str, db: Engin
 def test_an_upgrade_across_a_revision_keeps_every_row(
     db_url: str, db: Engine, giulia: Identity
 ) -> None:
-    migrate(db, "0001")
-    # The engine writes as an earlier version would: the baseline's tables are all it touches.
-    record(db, HEAD)
+    # What the engine writes, taken back to the baseline by the revisions' own downgrades.
     fill(db_url, giulia)
-    record(db, "0001")
     before = rows_of(db)
     assert sum(len(rows) for rows in before.values()) > 30
+    with schema_transaction(db) as conn:
+        command.downgrade(_alembic.config(conn), "0001")
+        assert state(conn) == "0001"
 
     with pytest.raises(SchemaVersionError, match="korely db upgrade") as refused:
         MemoryEngine(db_url, auto_upgrade=False)
@@ -288,7 +309,7 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision = "0003"
+revision = "{after}"
 down_revision = "{head}"
 branch_labels = None
 depends_on = None
@@ -314,7 +335,10 @@ def test_a_batch_revision_on_sqlite_keeps_the_rows_that_refer_to_a_copied_table(
     cascade to every mark and word of the facts."""
     scripts = tmp_path / "scripts"
     shutil.copytree(Path(_alembic.__file__).parent, scripts)
-    (scripts / "versions" / "v0003_batch.py").write_text(BATCH_REVISION.format(head=HEAD))
+    after = f"{int(HEAD) + 1:04d}"
+    (scripts / "versions" / f"v{after}_batch.py").write_text(
+        BATCH_REVISION.format(head=HEAD, after=after)
+    )
     fill(sqlite_url, giulia)
     db = create(resolve_url(sqlite_url))
     with db.connect() as conn:
@@ -325,7 +349,7 @@ def test_a_batch_revision_on_sqlite_keeps_the_rows_that_refer_to_a_copied_table(
     assert all(before.values())
 
     with schema_transaction(db) as conn:
-        _alembic.upgrade(conn, "0003", scripts=str(scripts))
+        _alembic.upgrade(conn, after, scripts=str(scripts))
 
     with db.connect() as conn:
         after = {t: conn.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar() for t in before}

@@ -78,3 +78,63 @@ def test_naive_datetimes_are_utc(engine: MemoryEngine, giulia: Identity) -> None
         giulia, "home-city", "Milan", valid_from=dt.datetime(2026, 9, 1, 1, 0, tzinfo=rome)
     )
     assert moved.valid_from == dt.datetime(2026, 9, 1, 0, 0, tzinfo=UTC)
+
+
+# -- one clock --------------------------------------------------------------------------------
+
+AHEAD = dt.timedelta(hours=1)
+
+
+def running_ahead(engine: MemoryEngine, by: dt.timedelta = AHEAD) -> MemoryEngine:
+    """The engine as if its process ran on a machine whose clock is ``by`` ahead."""
+    engine._system_clock = lambda: dt.datetime.now(UTC) + by  # type: ignore[method-assign]
+    return engine
+
+
+def test_a_hold_is_not_beaten_by_a_server_whose_clock_runs_ahead(
+    postgresql_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(postgresql_url) as here, running_ahead(MemoryEngine(postgresql_url)) as fast:
+        here.remember(giulia, "home-city", "Giulia lives in Rome")
+        here.get_context(giulia, reader="bot")
+        here.correct(giulia, "home-city", "Giulia lives in Milan")
+
+        held = here.get_context(giulia, reader="bot", hold=dt.timedelta(seconds=5))
+        assert [c.now and c.now.content for c in held.changed] == ["Giulia lives in Milan"]
+        # A server an hour ahead would take the 5-second hold for run out: one clock, held.
+        assert fast.get_context(giulia, reader="bot", hold=dt.timedelta(seconds=5)).changed == ()
+        assert fast.get_context(giulia, reader="bot").changed == ()
+        assert here.acknowledge(held.receipt) == 1  # type: ignore[arg-type]
+
+
+def test_a_client_whose_clock_runs_ahead_cannot_push_a_key_into_the_future(
+    postgresql_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(postgresql_url) as here, running_ahead(MemoryEngine(postgresql_url)) as fast:
+        fast.remember(giulia, "home-city", "Giulia lives in Rome")
+        here.correct(giulia, "home-city", "Giulia lives in Milan")
+        fast.remember(giulia, "pet", "Giulia has a cat")
+        now = dt.datetime.now(UTC)
+
+        shown = contents(here.get_facts(giulia))
+        assert sorted(contents(here.get_facts(giulia, as_of=now))) == sorted(shown)
+        assert sorted(contents(fast.get_facts(giulia, known_as_of=now))) == sorted(shown)
+        for fact in here.get_facts(giulia, include_invalidated=True):
+            assert fact.recorded_at <= now and fact.valid_from <= now
+
+
+def test_on_postgresql_every_time_is_the_server_s(postgresql_url: str, giulia: Identity) -> None:
+    with running_ahead(MemoryEngine(postgresql_url)) as fast:
+        before = dt.datetime.now(UTC)
+        fact = fast.remember(giulia, "home-city", "Giulia lives in Rome")
+        memory = fast.add_memory(giulia, "Giulia said she lives in Rome")
+        assert before <= fact.recorded_at <= dt.datetime.now(UTC)
+        assert before <= memory.created_at <= dt.datetime.now(UTC)
+
+
+def test_on_sqlite_the_time_is_this_process_s(sqlite_url: str, giulia: Identity) -> None:
+    # SQLite's processes share one machine and its clock: the engine takes that clock.
+    with running_ahead(MemoryEngine(sqlite_url)) as engine:
+        before = dt.datetime.now(UTC) + AHEAD
+        fact = engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        assert before <= fact.recorded_at <= dt.datetime.now(UTC) + AHEAD

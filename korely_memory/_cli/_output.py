@@ -59,7 +59,7 @@ def pairs(values: Mapping[str, Any]) -> str:
 
 def facts_table(found: Sequence[Fact], *, versions: bool = False, empty: str = "no facts") -> str:
     """Facts as a table; with ``versions``, when each ended and why."""
-    headers = ["id", "agent", "key", "content", "scope", "since", "recorded"]
+    headers = ["id", "agent", "key", "content", "scope", "since", "until", "recorded"]
     if versions:
         headers += ["ended", "cause"]
     rows = []
@@ -71,6 +71,7 @@ def facts_table(found: Sequence[Fact], *, versions: bool = False, empty: str = "
             f.content if not f.erased else "(erased)",
             f.effective_scope.value,
             f.valid_from,
+            f.valid_until,
             f.recorded_at,
         ]
         if versions:

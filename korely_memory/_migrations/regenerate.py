@@ -22,8 +22,11 @@ from .._schema import Base, UTCDateTime
 from ._alembic import options
 
 BASELINE = Path(__file__).parent / "versions" / "v0001_baseline.py"
-ADDED_LATER = frozenset({"ix_korely_memories_owner_only"})
-"""Indexes and tables that revisions after the baseline create: the baseline leaves them out."""
+ADDED_LATER = frozenset(
+    {"ix_korely_memories_owner_only", "ix_korely_facts_expiring", "korely_facts.valid_until"}
+)
+"""Indexes, tables and columns (``table.column``) that revisions after the baseline create: the
+baseline leaves them out."""
 
 _HEADER = '''"""Baseline: the memory's tables as the first release creates them.
 
@@ -70,6 +73,12 @@ def _without_later(found: list[Any]) -> list[Any]:
                 continue
         elif _name_of(op) in ADDED_LATER:
             continue
+        elif isinstance(op, ops.CreateTableOp):
+            op.columns = [
+                c
+                for c in op.columns
+                if not isinstance(c, sa.Column) or f"{op.table_name}.{c.name}" not in ADDED_LATER
+            ]
         kept.append(op)
     return kept
 

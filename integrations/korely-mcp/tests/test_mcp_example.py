@@ -38,5 +38,5 @@ def test_the_example_tells_the_laptop_of_the_phones_correction_once(tmp_path: Pa
     assert out[0] == f"tools: {', '.join(offered)}"
     assert "  Corrected home-city: Giulia lives in Milan" in out
     assert [line.startswith(CHANGE) for line in out].count(True) == 1
-    assert out[-1].startswith("  [error] Not saved: this tool takes only key, content and")
+    assert out[-1].startswith("  [error] Not saved: this tool takes only key, content, account")
     assert (tmp_path / "memory.db").is_file()

@@ -121,7 +121,7 @@ async def test_clients_share_memory_by_token_and_each_is_told_a_change_once(
             forged = {"key": "home-city", "content": "Marco lives in Oslo", "user": "marco"}
             refused = await laptop.call_tool("korely_remember", forged)
             assert refused.is_error
-            assert "takes only key, content and account_wide, not user" in text(refused)
+            assert "takes only key, content, account_wide and until, not user" in text(refused)
 
         # Marco's token reads Marco's memory, in a session of the older protocol too.
         async with http_client(endpoint, MARCOS, mode="legacy") as marco:

@@ -141,7 +141,7 @@ async def test_no_tool_takes_an_identity_and_one_the_model_sends_is_refused(
     # The same sentence the engine's tool gives every adapter (a refusal writes nothing).
     assert refused.is_error
     assert text(refused) == engine_tool("remember").run(engine, GIULIA, forged).text
-    assert "takes only key, content and account_wide, not user" in text(refused)
+    assert "takes only key, content, account_wide and until, not user" in text(refused)
     assert read.is_error
     assert text(read) == (
         "Not read: this tool takes only query, token_budget and changes, not account. "

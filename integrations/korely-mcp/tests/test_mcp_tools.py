@@ -244,3 +244,18 @@ async def test_erasing_a_fact_erases_the_excerpts_that_hold_its_words(
     assert text(recalled) == "Nothing kept is about 'diabetes'."
     block = await tools.call(LAPTOP, "korely_get_context", {"query": "diabetes"})
     assert "diabetes" not in text(block)
+
+
+async def test_a_fact_recorded_until_a_day_lists_its_end(sqlite_engine: MemoryEngine) -> None:
+    tools = KorelyTools(sqlite_engine)
+    arguments = {"key": "leave", "content": "Giulia is on leave", "until": "2999-12-15"}
+    said = await tools.call(LAPTOP, "korely_remember", arguments)
+    assert text(said) == "Remembered leave: Giulia is on leave (until 2999-12-15)"
+    listed = await tools.call(LAPTOP, "korely_get_facts", {})
+    assert text(listed).startswith("- leave: Giulia is on leave (since ")
+    assert text(listed).endswith(", until 2999-12-15)")
+    assert listed.structured_content is not None
+    assert listed.structured_content["facts"][0]["valid_until"] == "2999-12-16T00:00:00+00:00"
+    past = {"key": "trip", "content": "Giulia travels", "until": "2000-01-01"}
+    refused = await tools.call(LAPTOP, "korely_remember", past)
+    assert refused.is_error and text(refused) == "Not saved: until: must be in the future"

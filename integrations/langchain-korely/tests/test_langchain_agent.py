@@ -425,3 +425,30 @@ async def test_the_stable_note_can_carry_a_cache_marker(
     else:
         assert rest == []
         assert isinstance(user, HumanMessage) and block.volatile in user.text
+
+
+@pytest.mark.asyncio
+async def test_a_fact_the_model_records_until_a_day_expires_then(
+    engine: MemoryEngine, giulia: Identity, use_async: bool
+) -> None:
+    model = scripted(
+        calls("remember", key="leave", content="Giulia is on leave", until="2999-12-15"),
+        "Noted.",
+        calls("correct", key="leave", content="Giulia is on leave, reachable by email"),
+        "Noted.",
+        calls("remember", key="trip", content="Giulia travels", until="2000-01-01"),
+        "I could not note that.",
+    )
+    agent = agent_with(model, engine)
+
+    first = await ask(agent, "I am on leave until 15 December 2999.", giulia, use_async)
+    assert tool_replies(first) == ["Remembered leave: Giulia is on leave (until 2999-12-15)"]
+    (leave,) = engine.get_facts(giulia)
+    assert leave.valid_until is not None and leave.valid_until.date().isoformat() == "2999-12-16"
+    # Left out, until is null: the correction holds until something changes it.
+    second = await ask(agent, "You can email me meanwhile.", giulia, use_async)
+    assert tool_replies(second) == ["Corrected leave: Giulia is on leave, reachable by email"]
+    assert engine.get_facts(giulia)[0].valid_until is None
+    third = await ask(agent, "I travelled in 1999.", giulia, use_async)
+    assert tool_replies(third) == ["Not saved: until: must be in the future"]
+    assert [f.key for f in engine.get_facts(giulia)] == ["leave"]

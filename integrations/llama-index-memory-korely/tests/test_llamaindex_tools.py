@@ -95,9 +95,10 @@ async def test_tool_call_naming_another_user_writes_nothing(engine, giulia, scri
 
     results = [m for m in llm.received[-1] if m.role == "tool"]
     assert [m.content for m in results] == [
-        "Not saved: this tool takes only key, content and account_wide, not account and user. "
+        "Not saved: this tool takes only key, content, account_wide and until, not account and "
+        "user. " + NOT_THE_PERSON,
+        "Not corrected: this tool takes only key, content and until, not identity. "
         + NOT_THE_PERSON,
-        "Not corrected: this tool takes only key and content, not identity. " + NOT_THE_PERSON,
         "Not forgotten: this tool takes only key and erase, not agent. " + NOT_THE_PERSON,
     ]
     for account in ("acme", "globex"):
@@ -325,3 +326,25 @@ async def test_the_ceiling_refuses_a_new_key_but_not_a_correction(engine, giulia
     assert refused.startswith("Not saved: already 1 facts kept (max_facts); correct or forget one")
     assert replaced == "Remembered home-city: Giulia lives in Milan"
     assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Milan"]
+
+
+async def test_a_fact_the_model_records_until_a_day_expires_then(engine, giulia, script) -> None:
+    llm = script.llm(
+        script.call("remember", key="leave", content="Giulia is on leave", until="2999-12-15"),
+        script.call("correct", key="leave", content="Giulia is on leave, reachable by email"),
+        script.call("remember", key="trip", content="Giulia travels", until="yesterday"),
+        script.say("Done."),
+    )
+    agent = FunctionAgent(llm=llm, tools=korely_tools(engine))
+    memory = KorelyMemory.from_defaults(engine, giulia)
+    await agent.run(user_msg="I am on leave until 15 December 2999.", memory=memory)
+
+    results = [m.content for m in llm.received[-1] if m.role == "tool"]
+    assert results == [
+        "Remembered leave: Giulia is on leave (until 2999-12-15)",
+        "Corrected leave: Giulia is on leave, reachable by email",
+        "Not saved: until: must be a date (YYYY-MM-DD) or an ISO 8601 time, not 'yesterday'",
+    ]
+    first, second = engine.history(giulia, "leave")
+    assert first.valid_until is not None and first.valid_until.date().isoformat() == "2999-12-16"
+    assert second.valid_until is None and second.is_current
