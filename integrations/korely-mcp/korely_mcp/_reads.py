@@ -136,6 +136,7 @@ FACTS_OUTPUT: dict[str, Any] = {
                     "scope": {"type": "string", "enum": [s.value for s in Scope]},
                     "valid_from": {"type": "string", "format": "date-time"},
                     "invalid_at": {"type": ["string", "null"], "format": "date-time"},
+                    "valid_until": {"type": ["string", "null"], "format": "date-time"},
                     "recorded_at": {"type": "string", "format": "date-time"},
                     "current": {"type": "boolean"},
                     "end_cause": {"type": ["string", "null"]},
@@ -278,6 +279,9 @@ def _fact_line(fact: Fact) -> str:
         Scope.ACCOUNT_REJECTED: f"{fact.key} (refused for the account)",
     }.get(scope, fact.key)
     words = framing.one_line(fact.content) if fact.content else "(its words were erased)"
+    if fact.is_current and fact.valid_until is not None:
+        last = fact.valid_until - dt.timedelta(microseconds=1)
+        return f"- {label}: {words} (since {fact.valid_from:%Y-%m-%d}, until {last:%Y-%m-%d})"
     if fact.is_current:
         return f"- {label}: {words} (since {fact.valid_from:%Y-%m-%d})"
     ended = fact.invalid_at or fact.ended_recorded_at
@@ -293,6 +297,7 @@ def _fact(fact: Fact) -> dict[str, Any]:
         "scope": fact.effective_scope.value,
         "valid_from": fact.valid_from.isoformat(),
         "invalid_at": fact.invalid_at.isoformat() if fact.invalid_at else None,
+        "valid_until": fact.valid_until.isoformat() if fact.valid_until else None,
         "recorded_at": fact.recorded_at.isoformat(),
         "current": fact.is_current,
         "end_cause": fact.end_cause.value if fact.end_cause is not None else None,
