@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 from pathlib import Path
 
 import pytest
 
+from korely_mcp import cli
 from korely_mcp.cli import main
+from korely_memory import Identity
 
 STDIO = ["--account", "acme", "--user", "giulia", "--agent", "support-copilot", "--reader", "r"]
 
@@ -70,3 +74,25 @@ def test_an_http_server_needs_a_token_file_that_reads(
     missing = tmp_path / "missing.json"
     said = refused(capsys, "--transport", "http", "--tokens", str(missing))
     assert f"korely-mcp: tokens: cannot read the token file {missing}" in said
+
+
+def test_the_server_s_default_database_only_its_owner_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KORELY_DATABASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    before = os.umask(0o022)
+    try:
+        options = argparse.Namespace(url=None, token_budget=2000, hold=30.0, max_facts=None)
+        tools = cli._tools(options)
+        tools.engine.remember(Identity("acme", "giulia", "support-copilot"), "k", "A fact")
+        made = sorted(tmp_path.iterdir())
+        assert [p.name for p in made] == [
+            "korely-memory.db",
+            "korely-memory.db-shm",
+            "korely-memory.db-wal",
+        ]
+        assert {oct(p.stat().st_mode & 0o777) for p in made} == {"0o600"}
+        tools.engine.close()
+    finally:
+        os.umask(before)
