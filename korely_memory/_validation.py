@@ -137,6 +137,17 @@ def moment(field: str, value: Any) -> dt.datetime | None:
     raise InvalidRequest(field, f"must be a datetime or a date, not {type(value).__name__}")
 
 
+def moment_text(text: str) -> dt.date | dt.datetime:
+    """A moment written as text: a date (``2026-12-15``) or an ISO 8601 time, ``Z`` for UTC;
+    ``ValueError`` otherwise. The caller says what a date or a naive time means."""
+    value = text.strip()
+    if len(value) == 10:
+        return dt.date.fromisoformat(value)
+    if value[-1:] in ("Z", "z"):  # Python 3.10 reads no "Z"
+        value = value[:-1] + "+00:00"
+    return dt.datetime.fromisoformat(value)
+
+
 def until(field: str, value: Any) -> dt.datetime | None:
     """When a fact stops being true: a datetime as ``moment`` reads it; a bare date means
     through that day, so the fact ends at the next midnight UTC."""

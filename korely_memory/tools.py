@@ -41,7 +41,7 @@ from ._errors import InvalidRequest, KorelyError
 from ._identity import Identity, Scope
 from ._render import fact_line, fold, last_day, memory_line
 from ._types import Fact
-from ._validation import MAX_CONTENT, MAX_KEY, MAX_MEMORY
+from ._validation import MAX_CONTENT, MAX_KEY, MAX_MEMORY, moment_text
 from .limits import check_identity, check_max_facts, check_reader
 
 __all__ = [
@@ -211,13 +211,8 @@ def _until(text: str | None) -> dt.datetime | dt.date | None:
     """
     if text is None:
         return None
-    value = text.strip()
     try:
-        if len(value) == 10:
-            return dt.date.fromisoformat(value)
-        if value[-1:] in ("Z", "z"):  # Python 3.10 reads no "Z"
-            value = value[:-1] + "+00:00"
-        return dt.datetime.fromisoformat(value)
+        return moment_text(text)
     except ValueError:
         raise InvalidRequest(
             "until", f"must be a date (YYYY-MM-DD) or an ISO 8601 time, not {fold(text)!r}"

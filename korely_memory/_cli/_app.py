@@ -8,7 +8,6 @@ database, 2 for a command line that does not parse.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -19,7 +18,7 @@ import click
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from .. import _database, _migrations
+from .. import _database, _migrations, _validation
 from .._engine import MemoryEngine
 from .._errors import InvalidRequest, KorelyError, NotFound
 
@@ -192,13 +191,8 @@ def moment(_ctx: click.Context, param: click.Parameter, value: str | None) -> An
     """A date (midnight UTC) or an ISO 8601 time; without an offset, UTC."""
     if value is None:
         return None
-    text = value.strip()
     try:
-        if len(text) == 10:
-            return dt.date.fromisoformat(text)
-        if text.endswith(("Z", "z")):  # Python 3.10 reads no "Z"
-            text = text[:-1] + "+00:00"
-        return dt.datetime.fromisoformat(text)
+        return _validation.moment_text(value)
     except ValueError:
         raise click.BadParameter(
             f"{value!r} is not a date (2025-03-31) or an ISO 8601 time", param=param
