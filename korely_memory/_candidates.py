@@ -232,7 +232,8 @@ def _postings(where: list[Any], correlated: tuple[Any, ...] = ()) -> Any:
 def _now(server_clock: bool) -> Any:
     """The read's moment: ``now`` as bound, else (None, on PostgreSQL) the server's clock."""
     now = sa.bindparam("now", type_=facts.c.valid_until.type)
-    return sa.func.coalesce(now, sa.func.clock_timestamp()) if server_clock else now
+    # One moment for the whole statement (clock_timestamp would move while it runs).
+    return sa.func.coalesce(now, sa.func.statement_timestamp()) if server_clock else now
 
 
 def _live(table: Any, server_clock: bool) -> Any:

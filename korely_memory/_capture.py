@@ -15,8 +15,8 @@ import re
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _validation, _versions, _writes
-from ._errors import InvalidRequest, KorelyError
+from . import _expiry, _validation, _versions, _writes
+from ._errors import InvalidRequest, KorelyError, NotFound
 from ._identity import EndCause, Identity, Scope
 from ._schema import memories
 from ._types import CaptureStep, Fact, Operation
@@ -99,24 +99,42 @@ def _one(
     reader: str | None,
 ) -> CaptureStep:
     key = _validation.key(op.key)
-    before = _versions.own_current(conn, who, key) or _versions.account_current(conn, who, key)
+    now = w.now(conn)
+    # What holds under the key now: a fact that expired holds nothing.
+    before = next(
+        (
+            f
+            for f in (
+                _versions.own_current(conn, who, key),
+                _versions.account_current(conn, who, key),
+            )
+            if f is not None and _expiry.holds(f, now)
+        ),
+        None,
+    )
     if op.action == "end":
-        if before is not None and before.effective_scope is Scope.ACCOUNT:
+        if before is None:
+            raise NotFound(f"no true fact under key {key!r} to end")
+        if before.effective_scope is Scope.ACCOUNT:
             raise KorelyError(f"{key!r} is an account fact: only an administrator may end it")
-        ended = _writes.end(conn, w, who, key, reader=reader, cause=EndCause.READ_FROM_MEMORY)
+        ended = _writes.end(
+            conn, w, who, key, reader=reader, rights=False, cause=EndCause.READ_FROM_MEMORY
+        )
         return CaptureStep(op, "ended", ended)
     if op.content is None:
         raise KorelyError(f"{op.action} needs content")
     content = _validation.content(op.content)
+    # An operation carries no end: the same words keep the one the fact has, new words none.
+    until = before.valid_until if before is not None and before.content == content else None
     if op.action == "replace" or (before is not None and op.scope is None):
         after = _writes.correct(
-            conn, w, who, key, content,
+            conn, w, who, key, content, valid_until=until,
             reader=reader, rights=False, source=memory_id, read_from_memory=True,
         )  # fmt: skip
     else:
         scope = Scope.ACCOUNT_PROPOSED if op.scope == "account" else Scope.USER
         after = _writes.record(
-            conn, w, who, key, content,
+            conn, w, who, key, content, valid_until=until,
             scope=scope.value, source=memory_id, ceiling=ceiling, reader=reader,
             read_from_memory=True,
         )  # fmt: skip

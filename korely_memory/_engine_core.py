@@ -151,6 +151,20 @@ class EngineCore:
         with self._owed_lock:
             return list(self._owed.get((account, reader or ""), {}).values())
 
+    def _forget_owed(self, account: str, user: str) -> None:
+        """Drop what this process keeps of ``user`` for readers' next reads (an erasure): the
+        versions about them, and the slot of a reader of their name."""
+        with self._owed_lock:
+            for slot in list(self._owed):
+                if slot == (account, user):
+                    del self._owed[slot]
+                    continue
+                kept = self._owed[slot]
+                for fact_id in [
+                    i for i, f in kept.items() if (f.account, f.owner) == (account, user)
+                ]:
+                    del kept[fact_id]
+
     def _owe(self, slot: tuple[str, str], handed: Sequence[Fact]) -> None:
         """Keep what the next read needs to mark these versions: their ids and whom they are
         about, never their words (an erasure may come first)."""

@@ -47,6 +47,7 @@ class UpkeepMethods(EngineCore):
         _validation.name("account", account)
         _validation.name("user", user)
         report = self._write(lambda conn: _erasure.erase(conn, account, user, self._now(conn)))
+        self._forget_owed(account, user)
         return dataclasses.replace(report, scrubbed=self._scrub_words())
 
     def scrub(self) -> bool:

@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _review
+from . import _expiry, _review
 from ._identity import Scope
 from ._schema import facts, marks, memories, personal_row
 from ._types import Fact, Memory
@@ -109,8 +109,9 @@ def gather(conn: Connection, account: str, user: str, now: dt.datetime) -> UserE
     """Read the export of ``user`` in ``account`` from the snapshot ``conn`` is in."""
     order = (facts.c.agent, facts.c.key, facts.c.recorded_at, facts.c.id)
     theirs = sa.and_(facts.c.account == account, facts.c.owner_key == user)
+    # Each version as a read now sees it: one that expired has ended, as history says.
     personal = [
-        Fact.from_row(r)
+        _expiry.seen_at(Fact.from_row(r), now)
         for r in conn.execute(sa.select(facts).where(theirs, _PERSONAL).order_by(*order))
     ]
     shared = sa.and_(
@@ -119,7 +120,8 @@ def gather(conn: Connection, account: str, user: str, now: dt.datetime) -> UserE
         sa.or_(facts.c.owner_key == user, facts.c.confirmed_by == user),
     )
     account_facts = [
-        Fact.from_row(r) for r in conn.execute(sa.select(facts).where(shared).order_by(*order))
+        _expiry.seen_at(Fact.from_row(r), now)
+        for r in conn.execute(sa.select(facts).where(shared).order_by(*order))
     ]
     kept = conn.execute(
         sa.select(memories)
@@ -147,20 +149,22 @@ def gather(conn: Connection, account: str, user: str, now: dt.datetime) -> UserE
         proposals=tuple(f for f in personal if f.effective_scope in _PROPOSED),
         account_facts=tuple(account_facts),
         memories=tuple(Memory.from_row(r) for r in kept),
-        marks=tuple(_mark(r) for r in read),
+        marks=tuple(_mark(r, now) for r in read),
         administrator=_review.listed(conn, account, user),
     )
 
 
-def _mark(row: Any) -> MarkRecord:
+def _mark(row: Any, now: dt.datetime) -> MarkRecord:
     m = row._mapping
+    ended = m["ended_at"]  # the expiry of a fact that has not come yet is no end
+    ended = ended if ended is None or ended <= now else None
     return MarkRecord(
         reader=m["reader"],
         fact_id=m["fact_id"],
         subject=m["subject"],
         first_read_at=m["first_read_at"],
         last_read_at=m["last_read_at"],
-        ended_at=m["ended_at"],
+        ended_at=ended,
         told_at=m["told_at"],
         held_until=m["held_until"],
     )

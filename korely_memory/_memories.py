@@ -260,6 +260,8 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
     """
     read_from_it = facts.c.source_memory_id == memory.id
     personal = sa.and_(read_from_it, sa.text(personal_row("korely_facts")))
+    # One that expired meanwhile ended then, as expired: forgetting the memory does not move it.
+    _versions.end_expired(conn, _versions.versions_where(conn, personal), now)
     ended = _versions.end_versions(conn, personal, cause=EndCause.FORGOTTEN, now=now)
     _versions.erase_words(conn, personal)
     forget_vectors(conn, [memory.content])

@@ -38,7 +38,7 @@ def decide(
         fact = _versions.by_id(conn, fact_id)
         assert fact is not None
     if not fact.is_current:
-        end = _versions.chain_end(conn, fact)
+        end = _versions.chain_end(conn, fact, now)
         raise NotCurrent(f"fact {fact_id} has ended ({fact.end_cause})", end.id if end else None)
     if fact.effective_scope is Scope.ACCOUNT and confirm:
         return fact
@@ -49,6 +49,9 @@ def decide(
     now = max(now, fact.recorded_at)
     if confirm:
         replaced = _versions.account_current(conn, subject, fact.key)
+        if replaced is not None and _expiry.expired(replaced, now):
+            _versions.end_expired(conn, [replaced], now)  # it ended then, as expired
+            replaced = None
         if replaced is not None:
             cause = EndCause.READ_FROM_MEMORY if fact.source_memory_id else EndCause.STATED
             _versions.end_versions(

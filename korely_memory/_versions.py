@@ -192,7 +192,7 @@ def by_ids(conn: Connection, fact_ids: Sequence[int]) -> list[Fact]:
     return [from_values(r) for r in rows]
 
 
-def chain_end(conn: Connection, fact: Fact) -> Fact | None:
+def chain_end(conn: Connection, fact: Fact, now: dt.datetime) -> Fact | None:
     """Follow ``replaced_by_id`` to the version true now, if the chain ends in one."""
     seen = {fact.id}
     while fact.replaced_by_id is not None and fact.replaced_by_id not in seen:
@@ -201,7 +201,7 @@ def chain_end(conn: Connection, fact: Fact) -> Fact | None:
             return None
         seen.add(nxt.id)
         fact = nxt
-    return fact if fact.is_current else None
+    return fact if holds(fact, now) else None
 
 
 def visible(conn: Connection, who: Identity, now: dt.datetime) -> list[Fact]:

@@ -170,6 +170,12 @@ def end(
     _versions.lock_person(conn, who.account, who.user, reader)
     _versions.lock_key(conn, who, key)
     clock = w.now(conn)
+    own = _versions.own_current(conn, who, key)
+    if erase and own is not None and _expiry.expired(own, clock):
+        # Nothing is true to end, but its words are asked to go: they do, from every version.
+        _versions.end_expired(conn, [own], clock)
+        _erase_key(conn, w, own)
+        return _fact(conn, own.id)
     old = _own_current(conn, who, key, clock) or _account_fact(
         conn, w, who, key, "forget", clock, propose=False, rights=rights
     )
@@ -189,10 +195,15 @@ def end(
         writer=(who.account, reader) if reader else None,
     )
     if erase:
-        every = _versions.same_key(old)
-        _memories.erase_holding(conn, _versions.versions_where(conn, every), w.words)
-        _versions.erase_words(conn, every)
+        _erase_key(conn, w, old)
     return _fact(conn, old.id)
+
+
+def _erase_key(conn: Connection, w: Writer, fact: Fact) -> None:
+    """Remove the words of every version under ``fact``'s key, and the memories holding them."""
+    every = _versions.same_key(fact)
+    _memories.erase_holding(conn, _versions.versions_where(conn, every), w.words)
+    _versions.erase_words(conn, every)
 
 
 def _check_interval(start: dt.datetime, until: dt.datetime | None) -> None:
@@ -248,18 +259,26 @@ def _replace(
     now: dt.datetime | None = None,
     **new: Any,
 ) -> Fact:
-    """End ``old`` and make the new version true; the writer's reader is handed it."""
+    """End ``old`` and make the new version true; the writer's reader is handed it.
+
+    A version recorded for an interval already past (``valid_from`` and ``valid_until`` both
+    before now) is history from the start: it is ended as expired at once, and handed to nobody.
+    """
+    moment = now or w.now(conn)
     new_id = _versions.replace(
         conn,
         old,
         cause=cause,
-        now=now or w.now(conn),
+        now=moment,
         valid_from=valid_from,
         writer=(who.account, reader) if reader else None,
         words=w.words,
         **new,
     )
     fact = _fact(conn, new_id)
+    if _expiry.expired(fact, moment):
+        _versions.end_expired(conn, [fact], moment)
+        return _fact(conn, new_id)
     if reader is not None:
         _marks.hand_over(conn, who.account, reader, [fact], fact.recorded_at)
     return fact

@@ -224,7 +224,7 @@ def _in_future(write: Callable[[], Fact]) -> Fact:
     try:
         return write()
     except InvalidRequest as error:
-        if error.field != "valid_until":
+        if error.field != "valid_until" or "must be after" not in str(error):
             raise
         raise InvalidRequest("until", "must be in the future") from None
 

@@ -113,6 +113,7 @@ def test_no_cache_of_the_process_keeps_an_erased_word(
         release()
     engine.get_context(giulia, "Rome", reader="other-bot")
     assert holders_of(stored)  # the caches work
+    assert engine._owed  # and the read that gave way left versions owed to the next
 
     if erasing == "erase_user":
         engine.erase_user("acme", "giulia")
@@ -120,6 +121,9 @@ def test_no_cache_of_the_process_keeps_an_erased_word(
         engine.forget(giulia, "health", erase=True)
 
     assert holders_of(stemmed) == [] and holders_of(stored) == []
+    if erasing == "erase_user":  # nor anything about the person, for a reader's next read
+        owed = [f for kept in engine._owed.values() for f in kept.values()]
+        assert [f.owner for f in owed if f.owner == "giulia"] == []
 
 
 def test_forget_with_erase_leaves_no_word_in_the_sqlite_file(

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from korely_memory import EndCause, Identity, InvalidRequest, MemoryEngine, NotFound
+from korely_memory import EndCause, Identity, InvalidRequest, MemoryEngine, NotFound, Operation
 from korely_memory.tools import MEMORY_TOOLS
 
 from .cli_helpers import as_json, korely
@@ -290,3 +290,128 @@ def test_two_engines_tell_an_expiry_once(db_url: str, clock: Clock, giulia: Iden
         assert two.get_context(giulia, reader="bot").changed == ()
         assert one.acknowledge(held.receipt) == 1  # type: ignore[arg-type]
         assert two.get_context(giulia, reader="bot").changed == ()
+
+
+# -- every write that meets an expired fact ----------------------------------------------
+
+
+def extractor(*found: Operation) -> object:
+    return lambda _turns, _known: list(found)
+
+
+def test_capture_keeps_an_end_it_repeats_and_takes_an_expired_key_for_a_new_one(
+    engine: MemoryEngine, clock: Clock, giulia: Identity
+) -> None:
+    engine.remember(giulia, "leave", LEAVE, valid_until=dt.date(2026, 12, 15))
+    said = [("user", "I'm on leave until 15 December, as I said.")]
+    report = engine.capture(giulia, said, extractor=extractor(Operation("record", "leave", LEAVE)))
+    assert [s.outcome for s in report.steps] == ["unchanged"]
+    assert engine.get_facts(giulia)[0].valid_until == dt.datetime(2026, 12, 16, tzinfo=UTC)
+
+    clock.to(dt.datetime(2026, 12, 20, tzinfo=UTC))
+    back = [("user", "I'm back, and I'm travelling to Oslo next.")]
+    report = engine.capture(
+        giulia,
+        back,
+        extractor=extractor(
+            Operation("record", "leave", "Giulia is back from leave"),
+            Operation("end", "leave-note"),
+        ),
+    )
+    assert [s.outcome for s in report.steps] == ["recorded", "refused"]
+    assert [f.content for f in engine.get_facts(giulia)] == ["Giulia is back from leave"]
+    assert [v.end_cause for v in engine.history(giulia, "leave")] == [EndCause.EXPIRED, None]
+
+
+def test_capture_never_ends_the_account_s_fact_behind_an_expired_one_of_an_administrator(
+    engine: MemoryEngine, clock: Clock
+) -> None:
+    anna = Identity("acme", "anna", "support-copilot")
+    marco = Identity("acme", "marco", "support-copilot")
+    engine.grant_admin("acme", "anna")
+    engine.confirm(
+        anna, engine.remember(anna, "office", "The office is in Milan", scope="account").id
+    )
+    engine.remember(
+        anna, "office", "Anna works from Turin this week", valid_until=dt.date(2026, 12, 4)
+    )
+    clock.to(dt.datetime(2026, 12, 8, tzinfo=UTC))
+    said = [("user", "The office thing is over.")]
+    report = engine.capture(anna, said, extractor=extractor(Operation("end", "office")))
+    assert [s.outcome for s in report.steps] == ["refused"]
+    assert [f.content for f in engine.get_facts(marco)] == ["The office is in Milan"]
+
+
+def test_an_expired_fact_can_still_be_erased(
+    engine: MemoryEngine, clock: Clock, giulia: Identity
+) -> None:
+    engine.remember(giulia, "health", "Giulia is in hospital", valid_until=dt.date(2026, 12, 4))
+    clock.to(dt.datetime(2026, 12, 8, tzinfo=UTC))
+    with pytest.raises(NotFound):
+        engine.forget(giulia, "health")  # nothing true to end
+    erased = engine.forget(giulia, "health", erase=True)
+    assert erased.erased and erased.end_cause is EndCause.EXPIRED
+    assert [v.content for v in engine.history(giulia, "health")] == [""]
+    assert "hospital" not in str(engine.export_user("acme", "giulia"))
+
+
+def test_forgetting_a_memory_or_confirming_a_proposal_leaves_an_expiry_as_it_was(
+    engine: MemoryEngine, clock: Clock, giulia: Identity
+) -> None:
+    anna = Identity("acme", "anna", "support-copilot")
+    engine.grant_admin("acme", "anna")
+    note = engine.add_memory(giulia, "Giulia said she is in Rome until the 4th")
+    engine.remember(
+        giulia,
+        "where",
+        "Giulia is in Rome",
+        valid_until=dt.date(2026, 12, 4),
+        source_memory_id=note.id,
+    )
+    engine.confirm(anna, engine.remember(anna, "desk", "The desk opens at 9", scope="account").id)
+    engine.correct(anna, "desk", "The desk opens at 10 this week", valid_until=dt.date(2026, 12, 4))
+    clock.to(dt.datetime(2026, 12, 8, tzinfo=UTC))
+    engine.forget_memory(giulia, note.id)
+    engine.confirm(anna, engine.remember(giulia, "desk", "The desk opens at 8", scope="account").id)
+    end = dt.datetime(2026, 12, 5, tzinfo=UTC)
+    (where,) = engine.history(giulia, "where")
+    assert (where.end_cause, where.invalid_at) == (EndCause.EXPIRED, end)
+    week = [
+        v for v in engine.history(anna, "desk") if v.content == "The desk opens at 10 this week"
+    ]
+    assert [(v.end_cause, v.invalid_at) for v in week] == [(EndCause.EXPIRED, end)]
+
+
+def test_a_past_interval_is_recorded_as_history_and_handed_to_nobody(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "trip", "Giulia is in Oslo")
+    engine.get_context(giulia, reader="bot")
+    past = engine.remember(
+        giulia,
+        "trip",
+        "Giulia was in Oslo in June",
+        valid_from=dt.date(2026, 6, 1),
+        valid_until=dt.date(2026, 6, 30),
+        reader="writer",
+    )
+    assert not past.is_current and past.end_cause is EndCause.EXPIRED
+    assert engine.get_facts(giulia) == []
+    assert told(engine.get_context(giulia, reader="writer")) == []
+    assert [f.content for f in engine.get_facts(giulia, as_of=dt.date(2026, 6, 15))] == [
+        "Giulia was in Oslo in June"
+    ]
+
+
+def test_an_export_shows_an_expired_fact_ended(
+    engine: MemoryEngine, clock: Clock, giulia: Identity
+) -> None:
+    engine.remember(giulia, "leave", LEAVE, valid_until=dt.date(2026, 12, 15))
+    engine.get_context(giulia, reader="bot")
+    (mark,) = engine.export_user("acme", "giulia").marks
+    assert mark.ended_at is None  # its end is still to come
+    clock.to(dt.datetime(2026, 12, 20, tzinfo=UTC))
+    exported = engine.export_user("acme", "giulia")
+    (fact,) = exported.facts
+    assert fact.end_cause is EndCause.EXPIRED and not fact.is_current
+    assert exported.marks[0].ended_at == dt.datetime(2026, 12, 16, tzinfo=UTC)
