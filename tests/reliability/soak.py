@@ -1,6 +1,6 @@
 """How hard the reliability suite pushes: CI figures by default, soak ones with ``KORELY_SOAK=1``.
 
-A soak run is meant to be run by hand; its figures go in the README. Every
+A soak run is meant to be run by hand; its figures go in this folder's README. Every
 test adds what it did to a tally, which ``KORELY_RELIABILITY_TALLY`` (a file
 path) collects across tests and processes.
 """
