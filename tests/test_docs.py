@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib.util
 import inspect
 import os
 import re
@@ -366,3 +367,236 @@ def test_every_example_is_listed() -> None:
     listed = (ROOT / "examples" / "README.md").read_text()
     for program in sorted((ROOT / "examples").glob("*.py")):
         assert f"`{program.name}`" in listed, program.name
+
+
+# -- one place for each text -------------------------------------------------------------------
+
+# Every page of the project's documentation. An integration's README is its distribution's page on
+# the package index and stands alone, so the integrations' READMEs are held only to the root's.
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "benchmarks" / "README.md",
+    ROOT / "tests" / "reliability" / "README.md",
+    ROOT / "examples" / "README.md",
+]
+INTEGRATION_PAGES = sorted((ROOT / "integrations").glob("*/README.md"))
+COPIED = 200  # characters: a shorter paragraph may say the same thing twice
+_LINK = re.compile(r"\]\([^)]*\)")
+_ITEM = re.compile(r"(?:[-*]|\d+\.) ")
+
+
+def paragraphs(markdown: str) -> set[str]:
+    """The prose of ``markdown``, one piece per paragraph, list item and table row, whitespace
+    folded and link targets dropped (a copy one folder down links to the same page otherwise)."""
+    found: list[list[str]] = [[]]
+    for line, prose in _lines_outside_code(markdown):
+        text = line.strip()
+        if not prose or not text or _HEADING.match(line):
+            found.append([])
+        elif text.startswith("|"):
+            found += [[text], []]
+        elif _ITEM.match(text):
+            found.append([text])
+        else:
+            found[-1].append(text)
+    return {_LINK.sub("]", " ".join(" ".join(piece).split())) for piece in found if piece}
+
+
+def _pairs() -> list[object]:
+    pairs = [(a, b) for i, a in enumerate(PAGES) for b in PAGES[i + 1 :]]
+    pairs += [(ROOT / "README.md", page) for page in INTEGRATION_PAGES]
+    return [pytest.param(a, b, id=f"{a.relative_to(ROOT)}~{b.relative_to(ROOT)}") for a, b in pairs]
+
+
+@pytest.mark.parametrize(("one", "other"), _pairs())
+def test_no_paragraph_is_copied_from_one_page_to_another(one: Path, other: Path) -> None:
+    """A text kept in two places drifts: one page holds it, the other links to it."""
+    long = {p for p in paragraphs(one.read_text()) if len(p) > COPIED}
+    assert sorted(long & paragraphs(other.read_text())) == []
+
+
+def test_a_copied_paragraph_is_found() -> None:
+    text = (ROOT / "tests" / "reliability" / "README.md").read_text()
+    copied = max(paragraphs(text), key=len)
+    assert len(copied) > COPIED
+    moved = copied.replace("](", "](../")
+    assert copied in paragraphs(f"# A page\n\nIntro.\n\n{moved}\n")
+
+
+# -- the README's test command -----------------------------------------------------------------
+
+
+def test_the_readme_test_command_is_the_one_ci_runs_and_says_how_long_it_takes() -> None:
+    section = sections((ROOT / "README.md").read_text(), 2)["Running the tests"]
+    (command,) = re.findall(r"```sh\n(.*?)\n```", section, re.S)
+    assert command in (ROOT / ".ci" / "run").read_text().splitlines()
+    assert re.search(r"about \d+ to \d+ minutes on a 2-vCPU machine", section)
+
+
+# -- CONTRIBUTING.md names only what exists ----------------------------------------------------
+
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+PLACEHOLDER = "NNNN"  # a revision's number yet to be chosen
+_TOP = {p.name for p in ROOT.iterdir()} - {".git", ".venv"}
+_SOURCES = ["conftest.py", "korely_memory", "tests", "benchmarks", "examples", ".ci"]
+_SOURCES += ["integrations"]
+
+
+def code_words(markdown: str) -> list[str]:
+    """The words of the code spans and of the fenced blocks (less their shell comments)."""
+    lines = _lines_outside_code(markdown)
+    pieces = [span for line, prose in lines if prose for span in _CODE_SPAN.findall(line)]
+    pieces += [
+        line.split(" #")[0] for line, prose in lines if not prose and not line.startswith("```")
+    ]
+    return [word.strip("\"'(),;") for piece in pieces for word in piece.split()]
+
+
+def installed_by(markdown: str) -> set[str]:
+    """What ``markdown`` itself installs from the package index (``pip install NAME``)."""
+    found = set()
+    for command in re.findall(r"pip install ([^`\n#&;]*)", markdown):
+        words = command.split()
+        if not any(word.startswith(("-", ".", '"')) for word in words):
+            found |= set(words)
+    return found
+
+
+def _source_text() -> str:
+    files = [ROOT / name for name in _SOURCES if (ROOT / name).is_file()]
+    for name in _SOURCES:
+        if (ROOT / name).is_dir():
+            files += [p for p in (ROOT / name).rglob("*") if p.is_file() and p.suffix != ".md"]
+    return "\n".join(p.read_text(errors="replace") for p in files if "__pycache__" not in p.parts)
+
+
+def test_every_path_the_contributing_guide_and_the_readme_cite_exists() -> None:
+    for page in [CONTRIBUTING, ROOT / "README.md"]:
+        for word in code_words(page.read_text()):
+            word = re.sub(r"\[[^]]*\]$", "", word).removeprefix("./").rstrip(":.")
+            if "/" not in word or word.split("/")[0] not in _TOP or PLACEHOLDER in word:
+                continue
+            assert list(ROOT.glob(word)), f"{page.name} cites {word}, which does not exist"
+
+
+def test_every_file_the_contributing_guide_names_exists() -> None:
+    folders = [ROOT / name for name in _SOURCES if (ROOT / name).is_dir()]
+    known = {p.name for folder in folders for p in folder.rglob("*")}
+    known |= {p.name for p in ROOT.iterdir()}
+    for word in code_words(CONTRIBUTING.read_text()):
+        if re.fullmatch(r"[\w.-]+\.(py|md|toml|txt|yml|yaml)", word) and PLACEHOLDER not in word:
+            assert word in known, f"CONTRIBUTING.md names {word}, which is no file of the project"
+
+
+def test_every_program_and_module_the_contributing_guide_runs_is_there() -> None:
+    text = CONTRIBUTING.read_text()
+    extra = installed_by(text)
+    bin_dir = Path(sys.executable).parent
+    for program in re.findall(r"\.venv/bin/([\w-]+)", text):
+        assert program in extra or (bin_dir / program).exists(), f".venv/bin/{program}"
+    for module in re.findall(r"python -m ([\w.]+)", text):
+        top = module.split(".")[0]
+        local = (ROOT / top).is_dir() or (ROOT / f"{top}.py").is_file()
+        assert module in extra or local or importlib.util.find_spec(module), f"-m {module}"
+
+
+def test_every_variable_and_install_check_the_contributing_guide_names_is_used() -> None:
+    text = CONTRIBUTING.read_text()
+    source = _source_text()
+    for variable in set(re.findall(r"\bKORELY_[A-Z_]+", text)):
+        assert variable in source, f"CONTRIBUTING.md names ${variable}, which nothing reads"
+    checks = set(re.findall(r"^\s*'([\w-]+)\|", (ROOT / ".ci" / "install-check").read_text(), re.M))
+    for line in re.findall(r"\.ci/install-check ([\w -]+)", text):
+        assert set(line.split()) <= checks, line
+
+
+def test_every_version_the_release_steps_name_is_one_version_per_distribution() -> None:
+    engine = re.search(r'__version__ = "([^"]+)"', (ROOT / "korely_memory/__init__.py").read_text())
+    assert engine is not None and engine.group(1) == korely_memory.__version__
+    mcp = ROOT / "integrations" / "korely-mcp"
+    server = re.search(r'VERSION = "([^"]+)"', (mcp / "korely_mcp" / "server.py").read_text())
+    assert server is not None
+    assert server.group(1) == toml(mcp / "pyproject.toml")["project"]["version"]
+
+
+# -- CI on a common service ----------------------------------------------------------------------
+
+WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+CI_RUN = ROOT / ".ci" / "run"
+
+
+def ci_pythons() -> set[str]:
+    """The interpreters `.ci/run` looks up by version (the oldest and newest the package claims)."""
+    return set(re.findall(r"^python\d+=\$\(python_of (\d\.\d+)\)$", CI_RUN.read_text(), re.M))
+
+
+def test_the_workflow_runs_ci_on_every_push_and_pull_request() -> None:
+    yaml = pytest.importorskip("yaml")
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert {"push", "pull_request"} <= set(triggers)
+    (job,) = workflow["jobs"].values()
+    steps = job["steps"]
+    runs = [i for i, step in enumerate(steps) if step.get("run", "").strip() == "bash .ci/run"]
+    assert runs, "no step runs `bash .ci/run`"
+    setup = [i for i, step in enumerate(steps) if step.get("uses", "").startswith("actions/setup")]
+    (python,) = [steps[i] for i in setup if "setup-python" in steps[i]["uses"]]
+    assert setup and max(setup) < runs[0]
+    versions = str(python["with"]["python-version"]).split()
+    assert ci_pythons() == {"3.10", "3.13"}
+    assert ci_pythons() <= set(versions), "python3.X that .ci/run looks up must be on PATH"
+    (postgres,) = job["services"].values()
+    image, version = postgres["image"].split(":")
+    assert image == "postgres" and int(version.split(".")[0]) >= 15
+    assert postgres["env"] == {"POSTGRES_HOST_AUTH_METHOD": "trust", "POSTGRES_DB": "test"}
+    assert "5432:5432" in postgres["ports"]
+
+
+# -- the distributions' metadata -----------------------------------------------------------------
+
+PYPROJECTS = [ROOT / "pyproject.toml", *sorted((ROOT / "integrations").glob("*/pyproject.toml"))]
+URLS = {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+
+
+def toml(path: Path) -> dict[str, object]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with path.open("rb") as file:
+        return tomllib.load(file)
+
+
+def _project(path: Path) -> dict[str, object]:
+    project = toml(path)["project"]
+    assert isinstance(project, dict)
+    return project
+
+
+@pytest.mark.parametrize("path", PYPROJECTS, ids=lambda p: str(p.parent.relative_to(ROOT)))
+def test_each_distribution_names_its_project_urls_and_classifiers(path: Path) -> None:
+    project = _project(path)
+    repository = _project(ROOT / "pyproject.toml")["urls"]["Repository"]  # type: ignore[index]
+    urls = project["urls"]
+    assert isinstance(urls, dict) and set(urls) == URLS
+    assert all(url.startswith(f"{repository}") for url in urls.values())
+    assert re.fullmatch(r"https://github\.com/[\w-]+/[\w-]+", repository)
+
+    classifiers = project["classifiers"]
+    assert isinstance(classifiers, list)
+    assert len([c for c in classifiers if c.startswith("Development Status :: ")]) == 1
+    assert "Typing :: Typed" in classifiers
+    assert any(c.startswith(("Topic :: ", "Framework :: ")) for c in classifiers)
+    # The license is the SPDX expression of LICENSE; PEP 639 retires the License classifiers
+    # (setuptools refuses a distribution that has both).
+    assert project["license"] == "MIT"
+    assert (path.parent / "LICENSE").read_text().startswith("MIT License")
+    assert not [c for c in classifiers if c.startswith("License :: ")]
+    # Every minor version from the oldest the distribution requires to the newest CI tests.
+    oldest = re.fullmatch(r">=3\.(\d+)", str(project["requires-python"]))
+    assert oldest is not None
+    newest = max(int(v.split(".")[1]) for v in ci_pythons())
+    claimed = {c.rsplit(" :: ", 1)[1] for c in classifiers if re.fullmatch(r".* :: 3\.\d+", c)}
+    assert claimed == {f"3.{minor}" for minor in range(int(oldest.group(1)), newest + 1)}

@@ -25,8 +25,9 @@ DOCS = sorted(
         *ROOT.glob("integrations/*/[!t]*/**/*.py"),  # the packages' own modules, not their tests
     ]
 )
-# Other projects' packages a reader may add, from the package index (the chatbots' real models).
-ELSEWHERE = {"langchain-openai", "llama-index-llms-openai"}
+# Other projects' packages a reader may add, from the package index: the chatbots' real models,
+# and the tools CONTRIBUTING.md has a contributor add (the hooks' runner, the release's builder).
+ELSEWHERE = {"langchain-openai", "llama-index-llms-openai", "pre-commit", "build"}
 
 
 def checks() -> dict[str, tuple[str, str]]:
