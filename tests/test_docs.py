@@ -339,12 +339,27 @@ def test_a_block_that_does_not_run_says_so_right_before_it() -> None:
 
 
 def test_the_documents_cite_nothing_outside_the_repository() -> None:
-    for path in [*DOCUMENTS, *(ROOT / "integrations").glob("*/README.md")]:
+    for path in sorted({*DOCUMENTS, *PAGES, *INTEGRATION_PAGES}):
         text = path.read_text()
         assert "SPEC" not in text and "§" not in text, path.relative_to(ROOT)
-        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
-            if not re.match(r"[a-z]+://", target):
-                assert (path.parent / target).exists(), f"{path.name} links to {target}"
+        for target, anchor in re.findall(r"\]\(([^)#]*)(?:#([^)]*))?\)", text):
+            if re.match(r"[a-z]+://", target):
+                continue
+            linked = path.parent / target if target else path
+            assert linked.exists(), f"{path.name} links to {target}"
+            if anchor and linked.suffix == ".md":
+                assert anchor in anchors(linked.read_text()), f"{path.name} links to #{anchor}"
+
+
+def anchors(markdown: str) -> set[str]:
+    """The fragment GitHub gives each heading of ``markdown``: lower case, spaces to hyphens,
+    punctuation other than hyphens and underscores dropped."""
+    titles = [
+        m.group(2)
+        for line, prose in _lines_outside_code(markdown)
+        if prose and (m := _HEADING.match(line))
+    ]
+    return {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-") for title in titles}
 
 
 # -- the first example and the examples' list ------------------------------------------------
@@ -494,6 +509,8 @@ def test_every_program_and_module_the_contributing_guide_runs_is_there() -> None
     text = CONTRIBUTING.read_text()
     extra = installed_by(text)
     bin_dir = Path(sys.executable).parent
+    # Every venv `python3 -m venv` makes has these (CI's uv-made venvs have no pip).
+    extra |= {"python", "pip"}
     for program in re.findall(r"\.venv/bin/([\w-]+)", text):
         assert program in extra or (bin_dir / program).exists(), f".venv/bin/{program}"
     for module in re.findall(r"python -m ([\w.]+)", text):
