@@ -127,7 +127,7 @@ async def test_clients_share_memory_by_token_and_each_is_told_a_change_once(
         async with http_client(endpoint, MARCOS, mode="legacy") as marco:
             theirs = await marco.call_tool("korely_get_facts", {})
             await marco.call_tool("korely_remember", {"key": "team", "content": "Marco is in ops"})
-    assert theirs.structured_content == {"facts": []}
+    assert theirs.structured_content == {"facts": [], "more": 0, "next_cursor": None}
     assert text(theirs) == "No facts are kept."
     assert [f.content for f in engine.get_facts(GIULIA)] == ["Giulia lives in Milan"]
     assert [f.content for f in engine.get_facts(MARCO)] == ["Marco is in ops"]
