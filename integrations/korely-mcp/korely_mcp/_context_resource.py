@@ -47,6 +47,14 @@ CONTEXT_RESOURCE = types.Resource(
 )
 
 
+def _connection(ctx: ServerRequestContext) -> Any:
+    # The handler's session is made for each request; the connection it belongs to is what a
+    # subscription lasts with, and its own channel carries notices outside any request. The
+    # SDK (2.x) keeps no public name for it on the context.
+    connection = getattr(ctx.session, "_connection", None)
+    return connection if hasattr(connection, "send_resource_updated") else ctx.session
+
+
 def handlers(tools: KorelyTools, caller_of: Callable[[], Caller]) -> dict[str, Any]:
     """The server's resource handlers, as `mcp.server.Server` takes them."""
 
@@ -90,19 +98,19 @@ def handlers(tools: KorelyTools, caller_of: Callable[[], Caller]) -> dict[str, A
         ctx: ServerRequestContext, params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         check(str(params.uri))
-        session = ctx.session
+        connection = _connection(ctx)
 
         async def send() -> None:
-            await session.send_resource_updated(CONTEXT_URI)
+            await connection.send_resource_updated(CONTEXT_URI)
 
-        tools.subscribers.add(caller().who, session, send)
+        tools.subscribers.add(caller().who, connection, send)
         return types.EmptyResult()
 
     async def unsubscribe(
         ctx: ServerRequestContext, params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
         check(str(params.uri))
-        tools.subscribers.remove(ctx.session)
+        tools.subscribers.remove(_connection(ctx))
         return types.EmptyResult()
 
     async def listen(

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,11 +138,15 @@ def _endpoint(process: subprocess.Popen[bytes], log: Path) -> str:
 
 @contextlib.asynccontextmanager
 async def http_client(
-    endpoint: str, token: str | None, mode: str = "auto"
+    endpoint: str,
+    token: str | None,
+    mode: str = "auto",
+    on_message: Callable[[Any], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Client]:
-    """A client of the HTTP server, sending ``token`` as its bearer token."""
+    """A client of the HTTP server, sending ``token`` as its bearer token (``on_message``
+    gets what the server sends outside a response)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
         transport = streamable_http_client(endpoint, http_client=http)
-        async with Client(transport, mode=mode) as client:
+        async with Client(transport, mode=mode, message_handler=on_message) as client:
             yield client

@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from korely_mcp import PREFIX
@@ -102,9 +106,14 @@ async def test_clients_share_memory_by_token_and_each_is_told_a_change_once(
             assert "- home-city: Giulia lives in Rome (since " in text(block)
 
             # The phone corrects what the laptop read: the laptop is told, once; not the phone.
-            fixed = await phone.call_tool(
-                "korely_correct", {"key": "home-city", "content": "Giulia lives in Milan"}
-            )
+            # Its subscription to its context is told at once.
+            async with laptop.listen(resource_subscriptions=["korely://context"]) as stream:
+                fixed = await phone.call_tool(
+                    "korely_correct", {"key": "home-city", "content": "Giulia lives in Milan"}
+                )
+                with anyio.fail_after(10):
+                    event = await stream.__anext__()
+            assert getattr(event, "uri", None) == "korely://context"
             assert text(fixed) == "Corrected home-city: Giulia lives in Milan"
             told = await laptop.call_tool("korely_get_context", QUERY)
             assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan (" in text(told)
@@ -124,9 +133,22 @@ async def test_clients_share_memory_by_token_and_each_is_told_a_change_once(
             assert "takes only key, content, account_wide and until, not user" in text(refused)
 
         # Marco's token reads Marco's memory, in a session of the older protocol too.
-        async with http_client(endpoint, MARCOS, mode="legacy") as marco:
+        updated: list[str] = []
+
+        async def collect(message: Any) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                updated.append(message.params.uri)
+
+        async with http_client(endpoint, MARCOS, mode="legacy", on_message=collect) as marco:
             theirs = await marco.call_tool("korely_get_facts", {})
+            with warnings.catch_warnings():  # the 2025 protocol's way, deprecated by the SDK
+                warnings.simplefilter("ignore")
+                await marco.subscribe_resource("korely://context")
             await marco.call_tool("korely_remember", {"key": "team", "content": "Marco is in ops"})
+            with anyio.fail_after(10):
+                while not updated:
+                    await anyio.sleep(0.02)
+        assert updated == ["korely://context"]
     assert theirs.structured_content == {"facts": [], "more": 0, "next_cursor": None}
     assert text(theirs) == "No facts are kept."
     assert [f.content for f in engine.get_facts(GIULIA)] == ["Giulia lives in Milan"]
