@@ -75,7 +75,7 @@ class CallerToken(AccessToken):
 
 @dataclass(frozen=True)
 class _Snapshot:
-    stamp: tuple[int, int, int] | None
+    stamp: tuple[int, int, int, int] | None
     callers: Mapping[str, Caller]
 
 
@@ -208,9 +208,10 @@ class TokenFile:
             self._snapshot = _Snapshot(stamp, callers)
             return self._snapshot
 
-    def _stamp(self) -> tuple[int, int, int] | None:
+    def _stamp(self) -> tuple[int, int, int, int] | None:
+        # The mode too: a chmod that lets group or others write it changes no content.
         try:
             status = self.path.stat()
         except OSError:
             return None
-        return (status.st_mtime_ns, status.st_size, status.st_ino)
+        return (status.st_mtime_ns, status.st_size, status.st_ino, status.st_mode)

@@ -71,6 +71,7 @@ def post(
     host: str | None = None,
     session: str | None = None,
     body: bytes = INITIALIZE,
+    origin: str | None = None,
 ) -> tuple[int, dict[str, str]]:
     """A bare request to the endpoint: its status and headers (names in lower case)."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -78,6 +79,8 @@ def post(
         headers["Authorization"] = f"Bearer {token}"
     if host is not None:
         headers["Host"] = host
+    if origin is not None:
+        headers["Origin"] = origin
     if session is not None:
         headers["Mcp-Session-Id"] = session
         headers["Mcp-Protocol-Version"] = "2025-11-25"
@@ -199,3 +202,24 @@ async def test_a_request_without_a_token_the_file_lists_is_refused(
     with MemoryEngine(sqlite_url) as engine:
         anna_facts = engine.get_facts(Identity("acme", "anna", "support-copilot"))
     assert [f.content for f in anna_facts] == ["Anna has a dog"]
+
+
+def test_a_server_off_loopback_warns_and_checks_the_hosts_it_is_told(
+    sqlite_url: str, tokens: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "server.log"
+    flags = ("--host", "0.0.0.0", "--allowed-host", "memory.example")
+    with http_server(sqlite_url, tokens, log, *flags) as endpoint:
+        local = endpoint.replace("://0.0.0.0:", "://127.0.0.1:")
+        assert post(local, LAPTOP, host="evil.example")[0] == 421
+        assert post(local, LAPTOP, host="memory.example")[0] == 200
+        port = local.split(":")[2].split("/")[0]
+        assert post(local, LAPTOP, host=f"memory.example:{port}")[0] == 200
+        assert post(local, LAPTOP, host="memory.example", origin="https://memory.example")[0] == 200
+        assert post(local, LAPTOP, host="memory.example", origin="https://evil.example")[0] == 403
+        said = log.read_text()
+    assert (
+        "korely-mcp: warning: serving plain HTTP on 0.0.0.0: bearer tokens travel in clear text"
+        in said
+    )
+    assert "Host and Origin headers are not checked" not in said  # --allowed-host names them
