@@ -165,7 +165,10 @@ def database_url(named: str | None) -> URL:
     try:
         url = make_url(text)
     except ArgumentError:
-        raise CannotOpen(f"{text!r} is not a database URL (sqlite:///path/to/memory.db)") from None
+        said = "the URL given" if "@" in text else repr(text)  # it may hold a password
+        raise CannotOpen(
+            f"{said} is not a database URL (sqlite:///path/to/memory.db, postgresql://...)"
+        ) from None
     path = url.database
     if url.get_backend_name() == "sqlite" and path and path.startswith("~"):
         url = url.set(database=os.path.expanduser(path))
