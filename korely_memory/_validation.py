@@ -232,15 +232,18 @@ def hold(value: Any, default: dt.timedelta) -> dt.timedelta | None:
         return None
     if value is True:
         return default
+    given = value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             value = dt.timedelta(seconds=value)
         except (OverflowError, ValueError):
-            raise InvalidRequest("hold", f"is out of range: {value!r}") from None
+            raise InvalidRequest("hold", f"is out of range: {value!r} seconds") from None
     if not isinstance(value, dt.timedelta):
         raise InvalidRequest(
             "hold", f"must be True, False, seconds or a timedelta, not {type(value).__name__}"
         )
     if not dt.timedelta(0) < value <= MAX_HOLD:
-        raise InvalidRequest("hold", f"must be more than 0 and at most a day, got {value}")
+        # Said in the seconds it was given in: str(timedelta(seconds=-1)) is "-1 day, 23:59:59".
+        said = f"{given:g} seconds" if given is not value else f"{value.total_seconds():g} seconds"
+        raise InvalidRequest("hold", f"must be more than 0 and at most a day, got {said}")
     return value

@@ -42,6 +42,11 @@ class HeldNotices:
         with self._lock:
             return len(self._receipts.get(caller, ()))
 
+    def callers(self) -> list[str]:
+        """The callers some of whose receipts wait."""
+        with self._lock:
+            return [caller for caller, receipts in self._receipts.items() if receipts]
+
     async def acknowledge(self, caller: str) -> None:
         """``caller`` called again: spend what its earlier blocks showed.
 
@@ -62,3 +67,8 @@ class HeldNotices:
         if failed:
             with self._lock:
                 self._receipts.setdefault(caller, [])[:0] = failed
+
+    async def acknowledge_all(self) -> None:
+        """Every caller has what its blocks showed: a stdio client closed its end cleanly."""
+        for caller in self.callers():
+            await self.acknowledge(caller)

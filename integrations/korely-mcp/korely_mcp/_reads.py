@@ -8,9 +8,12 @@ comes back as a sentence beginning ``Not read:``, the way the memory tools' refu
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +23,12 @@ GET_CONTEXT = "korely_get_context"
 GET_FACTS = "korely_get_facts"
 REFUSAL = "Not read"
 CAUSES = sorted(cause.value for cause in EndCause)
+FACTS_LIMIT = 50
+"""The facts one `korely_get_facts` page holds when the model names no ``limit``."""
+MAX_FACTS_LIMIT = 200
+PAGE_TOKENS = 12_000
+"""The most tokens a page's text and structured content take together, whatever ``limit``
+says (a page holds at least one fact): well under what clients accept of one tool result."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,8 @@ class Reply:
     structured: dict[str, Any] | None = None
     receipt: str | None = None
     """The held changes a block showed, to acknowledge once the caller has them."""
+    wrote: bool = False
+    """The call changed what is kept."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,9 @@ class FactsRequest:
 
     include_invalidated: bool = False
     as_of: dt.datetime | dt.date | None = field(default=None)
+    limit: int = FACTS_LIMIT
+    after: tuple[dt.datetime, int] | None = None
+    """Where the page starts: after the fact recorded then with this id (from ``cursor``)."""
 
 
 # -- what the model is told about the tools ----------------------------------------------
@@ -95,6 +109,16 @@ FACTS_ARGUMENTS: dict[str, Any] = {
         "type": "string",
         "description": "A date (2026-03-01) or a date and time (2026-03-01T09:30:00Z): list the "
         "facts that were true then.",
+    },
+    "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_FACTS_LIMIT,
+        "description": f"The most facts to list (1 to {MAX_FACTS_LIMIT}; default {FACTS_LIMIT}).",
+    },
+    "cursor": {
+        "type": "string",
+        "description": "The cursor the last page ended with, to list the facts after it.",
     },
 }
 
@@ -144,8 +168,13 @@ FACTS_OUTPUT: dict[str, Any] = {
                 "required": ["key", "content", "scope", "valid_from", "current", "end_cause"],
             },
         },
+        "more": {"type": "integer", "description": "How many facts come after this page."},
+        "next_cursor": {
+            "type": ["string", "null"],
+            "description": "The cursor for the next page; null on the last page.",
+        },
     },
-    "required": ["facts"],
+    "required": ["facts", "more", "next_cursor"],
 }
 
 
@@ -186,16 +215,64 @@ def check_facts(arguments: Mapping[str, Any]) -> FactsRequest | Reply:
         everything = False
     if not isinstance(everything, bool):
         return _refuse("include_invalidated must be true or false.")
+    limit = arguments.get("limit", FACTS_LIMIT)
+    if isinstance(limit, float) and limit.is_integer():
+        limit = int(limit)
+    if limit is None:
+        limit = FACTS_LIMIT
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        return _refuse("limit must be a whole number.")
+    if not 1 <= limit <= MAX_FACTS_LIMIT:
+        return _refuse(f"limit: must be between 1 and {MAX_FACTS_LIMIT}, got {limit}.")
     as_of = arguments.get("as_of")
-    if as_of is None:
-        return FactsRequest(everything)
     moment = _moment(as_of) if isinstance(as_of, str) else None
-    if moment is None:
+    if as_of is not None and moment is None:
         return _refuse(
             "as_of must be a date (2026-03-01) or a date and time (2026-03-01T09:30:00Z), "
             f"not {as_of!r}."
         )
-    return FactsRequest(everything, moment)
+    cursor = arguments.get("cursor")
+    if cursor is None:
+        return FactsRequest(everything, moment, limit=limit)
+    page = _page(cursor) if isinstance(cursor, str) else None
+    if page is None:
+        return _refuse(
+            "cursor: is not one this tool gave; leave it out to list from the newest fact."
+        )
+    # A cursor goes on with the list it came from: the same versions, true at the same time.
+    if (
+        arguments.get("include_invalidated") is not None and everything != page.include_invalidated
+    ) or (as_of is not None and moment != page.as_of):
+        return _refuse(
+            "cursor: goes on with the list it came from; send it without include_invalidated "
+            "and as_of, or with the same ones."
+        )
+    return FactsRequest(page.include_invalidated, page.as_of, limit=limit, after=page.after)
+
+
+def _cursor(fact: Fact, request: FactsRequest) -> str:
+    # Where a page ended, in the list's order (recorded, then id, newest first), and which
+    # list it is: a fact recorded meanwhile comes before it and moves nothing after it.
+    as_of = request.as_of.isoformat() if request.as_of is not None else None
+    said = [fact.recorded_at.isoformat(), fact.id, request.include_invalidated, as_of]
+    return base64.urlsafe_b64encode(json.dumps(said).encode()).decode().rstrip("=")
+
+
+def _page(cursor: str) -> FactsRequest | None:
+    try:
+        said = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        moment, fact_id, everything, as_of = said
+        at = dt.datetime.fromisoformat(moment)
+    except (binascii.Error, ValueError, TypeError):
+        return None
+    if isinstance(fact_id, bool) or not isinstance(fact_id, int) or at.tzinfo is None:
+        return None
+    if not isinstance(everything, bool) or not (as_of is None or isinstance(as_of, str)):
+        return None
+    then = _moment(as_of) if as_of is not None else None
+    if as_of is not None and then is None:
+        return None
+    return FactsRequest(everything, then, after=(at, fact_id))
 
 
 def _unknown(arguments: Mapping[str, Any], known: Mapping[str, Any]) -> Reply | None:
@@ -262,13 +339,44 @@ def _change(change: Change) -> dict[str, Any]:
     }
 
 
-def facts_reply(facts: Sequence[Fact], request: FactsRequest) -> Reply:
-    """One line per fact version, and every field of each."""
+def facts_reply(facts: Sequence[Fact], request: FactsRequest, count: Callable[[str], int]) -> Reply:
+    """One line per fact version and every field of each, a page at a time.
+
+    A page holds ``request.limit`` facts at most, and stops sooner when its text and
+    structured content would pass `PAGE_TOKENS` (counted with ``count``); a last line
+    says how many more there are and the cursor that lists them.
+    """
+    if request.after is not None:
+        after = request.after
+        facts = [f for f in facts if (f.recorded_at, f.id) < after]
+    lines: list[str] = []
+    shown: list[dict[str, Any]] = []
+    used = 0
+    for fact in facts[: request.limit]:
+        line, data = _fact_line(fact), _fact(fact)
+        cost = count(line) + count(json.dumps(data))
+        if shown and used + cost > PAGE_TOKENS:
+            break
+        lines.append(line)
+        shown.append(data)
+        used += cost
+    more = len(facts) - len(shown)
+    cursor = _cursor(facts[len(shown) - 1], request) if more and shown else None
     if not facts:
-        text = "No facts were true then." if request.as_of is not None else "No facts are kept."
+        if request.after is not None:
+            text = "No more facts."
+        elif request.as_of is not None:
+            text = "No facts were true then."
+        else:
+            text = "No facts are kept."
     else:
-        text = "\n".join(_fact_line(f) for f in facts)
-    return Reply(text, structured={"facts": [_fact(f) for f in facts]})
+        if more:
+            lines.append(
+                f"- {more} more {'fact' if more == 1 else 'facts'} not shown; call {GET_FACTS} "
+                f'with cursor "{cursor}" for the next ones.'
+            )
+        text = "\n".join(lines)
+    return Reply(text, structured={"facts": shown, "more": more, "next_cursor": cursor})
 
 
 def _fact_line(fact: Fact) -> str:

@@ -7,26 +7,42 @@
 
 Over stdio the identity and the reader come from the flags, or else from ``KORELY_ACCOUNT``,
 ``KORELY_USER``, ``KORELY_AGENT`` and ``KORELY_READER``; over HTTP, from each request's
-token. The database is ``--url``, else ``KORELY_DATABASE_URL``, else ``./korely-memory.db``.
+token. The database is ``--url``, else ``KORELY_DATABASE_URL``, else ``./korely-memory.db``; in
+a SQLite URL ``~`` is the home folder, and a missing folder of the file is made. A database that
+does not open stops the command with one line naming it and why, and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from korely_memory import Identity, KorelyError, MemoryEngine, limits
 
-from .server import bind, caller_from_token, create_server, endpoint, http_app, run_http, run_stdio
+from .server import (
+    bind,
+    caller_from_token,
+    create_server,
+    endpoint,
+    http_app,
+    run_http,
+    run_stdio,
+    transport_security,
+)
 from .tokens import TokenFile, hash_token, new_token
 from .tools import Caller, KorelyTools
 
+DEFAULT_URL = "sqlite:///korely-memory.db"  # the engine's own default, in the working folder
 _ENV = {
     "account": "KORELY_ACCOUNT",
     "user": "KORELY_USER",
@@ -91,6 +107,14 @@ def _parser() -> argparse.ArgumentParser:
     http.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     http.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: any)")
     http.add_argument("--path", default="/mcp", help="the endpoint's path (default: /mcp)")
+    http.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host header to accept (name or name:port; repeat for more): off loopback, "
+        "turns the Host and Origin checks against DNS rebinding back on",
+    )
     reading = parser.add_argument_group("reading and writing")
     reading.add_argument(
         "--token-budget",
@@ -110,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _tools(options: argparse.Namespace) -> KorelyTools:
-    engine = MemoryEngine(options.url)
+    engine = open_engine(options.url)
     try:
         return KorelyTools(
             engine,
@@ -121,6 +145,71 @@ def _tools(options: argparse.Namespace) -> KorelyTools:
     except KorelyError:
         engine.close()
         raise
+
+
+class CannotOpen(KorelyError):
+    """The database named does not open; the message names it (no password) and says why."""
+
+    code = "database"
+
+
+def database_url(named: str | None) -> URL:
+    """The URL the server opens: ``named``, else ``$KORELY_DATABASE_URL``, else ``DEFAULT_URL``.
+
+    In a SQLite URL a leading ``~`` is the home folder, as a shell would read it.
+
+    Raises:
+        CannotOpen: It is not a database URL.
+    """
+    text = named or os.environ.get("KORELY_DATABASE_URL") or DEFAULT_URL
+    try:
+        url = make_url(text)
+    except ArgumentError:
+        said = "the URL given" if "@" in text else repr(text)  # it may hold a password
+        raise CannotOpen(
+            f"{said} is not a database URL (sqlite:///path/to/memory.db, postgresql://...)"
+        ) from None
+    path = url.database
+    if url.get_backend_name() == "sqlite" and path and path.startswith("~"):
+        url = url.set(database=os.path.expanduser(path))
+    return url
+
+
+def open_engine(named: str | None) -> MemoryEngine:
+    """The memory at `database_url(named)`, its SQLite file's folder made when missing.
+
+    Raises:
+        CannotOpen: The database does not open (no such folder and none can be made, a
+            server that does not answer, a driver that is not installed); the message
+            names the URL without its password and the cause.
+        KorelyError: The engine refuses the database (its schema, its language).
+    """
+    url = database_url(named)
+    shown = url.render_as_string(hide_password=True)
+    try:
+        _make_folder(url)
+        return MemoryEngine(url)
+    except SQLAlchemyError as error:
+        said = str(getattr(error, "orig", None) or error).strip()
+        cause = said.splitlines()[0] if said else type(error).__name__
+        raise CannotOpen(f"cannot open the database {shown}: {cause}") from None
+    except (OSError, ModuleNotFoundError) as error:
+        raise CannotOpen(f"cannot open the database {shown}: {error}") from None
+
+
+def _make_folder(url: URL) -> None:
+    # The folder of a new SQLite file, as ~/.korely/ for ~/.korely/memory.db: for its owner
+    # only, like the file. A URI filename (?uri=true, file:...) is SQLite's to read.
+    path = url.database
+    if url.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return
+    if url.query.get("uri") in ("true", "1") or path.startswith("file:"):
+        return
+    folder = Path(path).parent
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder")
+    if not folder.exists():
+        folder.mkdir(mode=0o700, parents=True)
 
 
 def _log_to_stderr() -> None:
@@ -162,6 +251,7 @@ def _serve_http(parser: argparse.ArgumentParser, options: argparse.Namespace) ->
     if not options.tokens:
         parser.error("over http, --tokens (or $KORELY_MCP_TOKENS) must name the token file")
     tokens = TokenFile(options.tokens)
+    security = transport_security(options.host, options.allowed_host)
     try:
         sock = bind(options.host, options.port)
     except OSError as error:
@@ -178,7 +268,22 @@ def _serve_http(parser: argparse.ArgumentParser, options: argparse.Namespace) ->
         host=options.host,
         port=port,
         path=options.path,
+        security=security,
     )
+    if not _is_loopback(options.host):
+        print(
+            f"korely-mcp: warning: serving plain HTTP on {options.host}: bearer tokens travel "
+            "in clear text; put the server behind a proxy that terminates TLS",
+            file=sys.stderr,
+            flush=True,
+        )
+        if security is None:
+            print(
+                "korely-mcp: warning: Host and Origin headers are not checked (DNS rebinding); "
+                "name the server's host names with --allowed-host",
+                file=sys.stderr,
+                flush=True,
+            )
     print(
         f"korely-mcp: serving {endpoint(sock, options.path)} for {len(tokens)} token(s)",
         file=sys.stderr,
@@ -189,3 +294,12 @@ def _serve_http(parser: argparse.ArgumentParser, options: argparse.Namespace) ->
         anyio.run(run_http, app, sock)
     finally:
         tools.engine.close()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

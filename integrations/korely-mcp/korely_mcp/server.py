@@ -11,28 +11,39 @@ Over stdio the process serves one client, whose caller the operator configures. 
 streamable HTTP every request carries a bearer token; the SDK's bearer middleware asks the
 `TokenFile` for the caller, refuses a request without a good token (401) before it reaches
 the server, and keeps the caller where `caller_from_token` finds it.
+
+Besides the tools the server offers one resource, ``korely://context``: the caller's block,
+to read and to subscribe to (see `korely_mcp._context_resource`).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
 
+import anyio
 import uvicorn
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
 from korely_memory import PermissionDenied
 
-from . import _reads
+from . import _context_resource, _reads
 from .tokens import CallerToken, TokenFile
 from .tools import Caller, KorelyTools
+
+logger = logging.getLogger("korely_mcp")
 
 __all__ = [
     "bind",
@@ -42,6 +53,7 @@ __all__ = [
     "http_app",
     "run_http",
     "run_stdio",
+    "transport_security",
 ]
 
 NAME = "korely-memory"
@@ -53,6 +65,15 @@ INSTRUCTIONS = (
     "you relied on it before. Keep lasting facts, correct wrong ones and forget the ones that "
     "no longer hold with the other korely_ tools."
 )
+
+
+class KorelyServer(Server[Any]):
+    """The low-level `mcp.server.Server` with the tools it offers (`run_stdio` spends
+    their held notices when the client closes its end cleanly)."""
+
+    def __init__(self, tools: KorelyTools, **options: Any) -> None:
+        super().__init__(NAME, version=VERSION, instructions=INSTRUCTIONS, **options)
+        self.tools = tools
 
 
 def create_server(tools: KorelyTools, caller_of: Callable[[], Caller]) -> Server:
@@ -83,12 +104,11 @@ def create_server(tools: KorelyTools, caller_of: Callable[[], Caller]) -> Server
             )
         return await tools.call(caller, params.name, params.arguments)
 
-    return Server(
-        NAME,
-        version=VERSION,
-        instructions=INSTRUCTIONS,
+    return KorelyServer(
+        tools,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        **_context_resource.handlers(tools, caller_of),
     )
 
 
@@ -106,13 +126,75 @@ def caller_from_token() -> Caller:
 
 
 async def run_stdio(server: Server) -> None:
-    """Serve one client over this process's stdin and stdout, until stdin closes."""
+    """Serve one client over this process's stdin and stdout, until stdin closes.
+
+    A clean close of stdin (end of file) ends the session: the notices held for the
+    client's next call are spent then, since no call will follow and a pipe loses nothing
+    written to it. A process that is killed spends nothing: the next block after the hold
+    tells those notices again. A line on stdin that is not a JSON-RPC message is logged.
+    """
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        await server.run(
+            _LoggingStream(read_stream), write_stream, server.create_initialization_options()
+        )
+    if isinstance(server, KorelyServer):
+        await server.tools.held.acknowledge_all()
+
+
+class _LoggingStream:
+    """A read stream that logs what did not parse as a JSON-RPC message (the SDK passes it
+    on as an exception, which the server drops without a word)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        item: SessionMessage | Exception = await self._inner.receive()
+        if isinstance(item, Exception):
+            said = str(item).strip().splitlines()
+            logger.warning(
+                "ignored a line on stdin that is not a JSON-RPC message: %s",
+                " ".join(line.strip() for line in said[:3])[:300] or type(item).__name__,
+            )
+        return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _LoggingStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _LoggingStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
 
 
 def http_app(
-    server: Server, tokens: TokenFile, *, host: str, port: int, path: str = "/mcp"
+    server: Server,
+    tokens: TokenFile,
+    *,
+    host: str,
+    port: int,
+    path: str = "/mcp",
+    security: TransportSecuritySettings | None = None,
 ) -> Starlette:
     """The streamable HTTP application, every request checked against ``tokens``.
 
@@ -123,6 +205,8 @@ def http_app(
             headers against DNS rebinding).
         port: The port served.
         path: Where the endpoint is.
+        security: The Host and Origin checks (`transport_security`); None: the SDK's,
+            which check on loopback only.
 
     Returns:
         An ASGI application.
@@ -131,8 +215,44 @@ def http_app(
     # tokens), and with no resource_server_url the URL is published nowhere.
     auth = AuthSettings(issuer_url=AnyHttpUrl(_url(host, port)), resource_server_url=None)
     return server.streamable_http_app(
-        streamable_http_path=path, host=host, auth=auth, token_verifier=tokens
+        streamable_http_path=path,
+        host=host,
+        auth=auth,
+        token_verifier=tokens,
+        transport_security=security,
     )
+
+
+def transport_security(host: str, allowed_hosts: Sequence[str]) -> TransportSecuritySettings | None:
+    """The Host and Origin checks against DNS rebinding for a server on ``host``.
+
+    Args:
+        host: The address served.
+        allowed_hosts: The names (``name`` or ``name:port``) a request's Host header may
+            carry; its Origin, if any, must be one of them over http or https.
+
+    Returns:
+        None with no names: the SDK's own, which check on loopback and nowhere else.
+    """
+    if not allowed_hosts:
+        return None
+    hosts: list[str] = []
+    for name in allowed_hosts:
+        hosts.append(name)
+        if not _has_port(name):
+            hosts.append(f"{name}:*")
+    if host in ("127.0.0.1", "localhost", "::1"):  # what the SDK allows there, kept
+        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    origins = [f"{scheme}://{name}" for name in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def _has_port(name: str) -> bool:
+    if name.startswith("["):
+        return "]:" in name
+    return name.count(":") == 1
 
 
 def bind(host: str, port: int) -> socket.socket:

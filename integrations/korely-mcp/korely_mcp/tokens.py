@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,7 +75,7 @@ class CallerToken(AccessToken):
 
 @dataclass(frozen=True)
 class _Snapshot:
-    stamp: tuple[int, int, int] | None
+    stamp: tuple[int, int, int, int] | None
     callers: Mapping[str, Caller]
 
 
@@ -88,9 +89,11 @@ def read_token_file(path: str | os.PathLike[str]) -> dict[str, Caller]:
         Each entry's caller, under its ``sha256``.
 
     Raises:
-        InvalidRequest: The file cannot be read, is not such a file, or an entry breaks a
-            rule (a bad name, a repeated name or hash); ``field`` names the entry's field.
+        InvalidRequest: The file cannot be read, group or others may write it, it is not
+            such a file, or an entry breaks a rule (a bad name, a repeated name or hash);
+            ``field`` names the entry's field.
     """
+    _check_mode(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
@@ -110,6 +113,21 @@ def read_token_file(path: str | os.PathLike[str]) -> dict[str, Caller]:
         names.add(caller.name)
         callers[digest] = caller
     return callers
+
+
+def _check_mode(path: str | os.PathLike[str]) -> None:
+    if os.name == "nt":  # no such mode bits there
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # reading it says why
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise InvalidRequest(
+            "tokens",
+            f"{path} may be written by group or others (mode {stat.S_IMODE(mode):04o}): whoever "
+            f"can write it can let themselves in; chmod go-w {path}",
+        )
 
 
 def _entry(entry: Any, where: str, path: str | os.PathLike[str]) -> tuple[str, Caller]:
@@ -190,9 +208,10 @@ class TokenFile:
             self._snapshot = _Snapshot(stamp, callers)
             return self._snapshot
 
-    def _stamp(self) -> tuple[int, int, int] | None:
+    def _stamp(self) -> tuple[int, int, int, int] | None:
+        # The mode too: a chmod that lets group or others write it changes no content.
         try:
             status = self.path.stat()
         except OSError:
             return None
-        return (status.st_mtime_ns, status.st_size, status.st_ino)
+        return (status.st_mtime_ns, status.st_size, status.st_ino, status.st_mode)

@@ -32,6 +32,7 @@ from korely_memory.tools import MEMORY_TOOLS, SETUP_FIELDS, UNREACHABLE, MemoryT
 from . import _reads
 from ._held import HeldNotices
 from ._reads import GET_CONTEXT, GET_FACTS, ContextRequest, FactsRequest, Reply
+from ._subscribers import Subscribers
 
 __all__ = ["PREFIX", "Caller", "KorelyTools"]
 
@@ -41,6 +42,19 @@ PREFIX = "korely_"
 """What the server puts before an engine tool's name (``remember`` -> ``korely_remember``)."""
 
 Request = TypeVar("Request", ContextRequest, FactsRequest)
+
+TITLES = {
+    GET_CONTEXT: "Read what is kept about the person",
+    GET_FACTS: "List the kept facts",
+    "remember": "Remember a fact",
+    "correct": "Correct a fact",
+    "forget": "Forget a fact",
+    "recall": "Search the memory",
+}
+"""The title a client shows for each tool (an engine tool not named here: its name)."""
+DESTRUCTIVE = frozenset({"forget"})
+"""The engine tools whose calls remove what was kept. ``remember`` and ``correct`` keep the
+version they replace as history: their changes only add."""
 
 
 @dataclass(frozen=True)
@@ -90,25 +104,32 @@ class KorelyTools:
             raise InvalidRequest("max_facts", f"must be a positive integer, got {max_facts!r}")
         self.max_facts = max_facts
         self.held = HeldNotices(engine)
+        self.subscribers = Subscribers()
+        """The clients told when a tool here changes the memory they read."""
         self._memory_tools = {PREFIX + tool.name: tool for tool in memory_tools}
 
     def definitions(self) -> list[types.Tool]:
         """The tools as `tools/list` gives them."""
-        reading = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+        def reading(title: str) -> types.ToolAnnotations:
+            return types.ToolAnnotations(title=title, read_only_hint=True, open_world_hint=False)
+
         return [
             types.Tool(
                 name=GET_CONTEXT,
+                title=TITLES[GET_CONTEXT],
                 description=_reads.CONTEXT_DESCRIPTION,
                 input_schema=_object(_reads.CONTEXT_ARGUMENTS, required=[]),
                 output_schema=_reads.CONTEXT_OUTPUT,
-                annotations=reading,
+                annotations=reading(TITLES[GET_CONTEXT]),
             ),
             types.Tool(
                 name=GET_FACTS,
+                title=TITLES[GET_FACTS],
                 description=_reads.FACTS_DESCRIPTION,
                 input_schema=_object(_reads.FACTS_ARGUMENTS, required=[]),
                 output_schema=_reads.FACTS_OUTPUT,
-                annotations=reading,
+                annotations=reading(TITLES[GET_FACTS]),
             ),
             *(_definition(name, tool) for name, tool in self._memory_tools.items()),
         ]
@@ -138,11 +159,28 @@ class KorelyTools:
             reply = Reply(f"There is no tool named {name!r}; the tools are {known}.", ok=False)
         if reply.receipt is not None:
             self.held.keep(caller.name, reply.receipt)
+        if reply.wrote:
+            await self.subscribers.changed(caller.who)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=reply.text)],
             structured_content=reply.structured,
             is_error=not reply.ok,
         )
+
+    async def read_context(self, caller: Caller) -> Reply:
+        """The caller's block with the server's default budget and no query, as the
+        ``korely://context`` resource gives it.
+
+        A read of the resource may be the client's own, on a change notice, with no model
+        involved: it spends no notice held for the caller, and the notices it shows are
+        held like a tool's, for the caller's next tool call.
+        """
+        reply = await self._read(
+            self._block, caller, ContextRequest(None, self.token_budget, changes=None)
+        )
+        if reply.receipt is not None:
+            self.held.keep(caller.name, reply.receipt)
+        return reply
 
     async def _get_context(self, caller: Caller, arguments: Mapping[str, Any]) -> Reply:
         request = _reads.check_context(arguments, self.token_budget)
@@ -169,13 +207,15 @@ class KorelyTools:
 
     def _facts(self, caller: Caller, request: FactsRequest) -> Reply:
         # With the reader, the facts handed over are marked: a change to one is told later.
+        # Every fact the read finds is marked, those of later pages too: a change to one the
+        # model did not page to is told all the same (told once too often, never missed).
         facts = self.engine.get_facts(
             caller.who,
             as_of=request.as_of,
             include_invalidated=request.include_invalidated,
             reader=caller.reader,
         )
-        return _reads.facts_reply(facts, request)
+        return _reads.facts_reply(facts, request, self.engine.count_tokens)
 
     async def _read(
         self, read: Callable[[Caller, Request], Reply], caller: Caller, request: Request
@@ -203,7 +243,7 @@ class KorelyTools:
             max_facts=self.max_facts,
         )
         result = await anyio.to_thread.run_sync(run)
-        return Reply(result.text, ok=result.ok)
+        return Reply(result.text, ok=result.ok, wrote=result.ok and tool.writes)
 
 
 def _definition(name: str, tool: MemoryTool) -> types.Tool:
@@ -212,11 +252,19 @@ def _definition(name: str, tool: MemoryTool) -> types.Tool:
         for a in tool.arguments
     }
     required = [a.name for a in tool.arguments if a.required]
+    title = TITLES.get(tool.name, tool.name.replace("_", " ").capitalize())
     return types.Tool(
         name=name,
+        title=title,
         description=tool.description,
         input_schema=_object(arguments, required=required),
-        annotations=types.ToolAnnotations(read_only_hint=not tool.writes, open_world_hint=False),
+        annotations=types.ToolAnnotations(
+            title=title,
+            read_only_hint=not tool.writes,
+            # Meaningful only for a tool that writes (the hint's default there is True).
+            destructive_hint=tool.name in DESTRUCTIVE if tool.writes else None,
+            open_world_hint=False,
+        ),
     )
 
 

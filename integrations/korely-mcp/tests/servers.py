@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +37,34 @@ OFFLINE = (
 )
 
 
-def command(*args: str) -> list[str]:
-    """The command line of `korely-mcp ARGS` under the network guard."""
+# The same, writing the server's process id to a file first: python -c WITH_PID FILE CONFTEST ARGS
+WITH_PID = "import os, sys; open(sys.argv.pop(1), 'w').write(str(os.getpid())); " + OFFLINE
+
+
+def command(*args: str, pid_file: Path | None = None) -> list[str]:
+    """The command line of `korely-mcp ARGS` under the network guard (its process id
+    written to ``pid_file`` when given)."""
+    if pid_file is not None:
+        return [sys.executable, "-c", WITH_PID, str(pid_file), str(CONFTEST), *args]
     return [sys.executable, "-c", OFFLINE, str(CONFTEST), *args]
 
 
 def stdio(
-    url: str, reader: str = "laptop", who: Identity = GIULIA, env: dict[str, str] | None = None
+    url: str,
+    reader: str = "laptop",
+    who: Identity = GIULIA,
+    env: dict[str, str] | None = None,
+    pid_file: Path | None = None,
 ) -> Client:
     """A client of a new stdio server for ``who``, reading as ``reader``.
 
-    With ``env``, the identity and the reader come from the environment instead of flags.
+    With ``env``, the identity and the reader come from the environment instead of flags;
+    with ``pid_file``, the server writes its process id there.
     """
     assert who.user is not None
     identity = ["--account", who.account, "--user", who.user, "--agent", who.agent]
     flags = ["--reader", reader, *identity] if env is None else []
-    line = command("--url", url, "--hold", str(HOLD), *flags)
+    line = command("--url", url, "--hold", str(HOLD), *flags, pid_file=pid_file)
     return Client(StdioServerParameters(command=line[0], args=line[1:], env=env))
 
 
@@ -126,11 +138,15 @@ def _endpoint(process: subprocess.Popen[bytes], log: Path) -> str:
 
 @contextlib.asynccontextmanager
 async def http_client(
-    endpoint: str, token: str | None, mode: str = "auto"
+    endpoint: str,
+    token: str | None,
+    mode: str = "auto",
+    on_message: Callable[[Any], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Client]:
-    """A client of the HTTP server, sending ``token`` as its bearer token."""
+    """A client of the HTTP server, sending ``token`` as its bearer token (``on_message``
+    gets what the server sends outside a response)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
         transport = streamable_http_client(endpoint, http_client=http)
-        async with Client(transport, mode=mode) as client:
+        async with Client(transport, mode=mode, message_handler=on_message) as client:
             yield client

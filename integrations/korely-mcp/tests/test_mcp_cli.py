@@ -50,7 +50,11 @@ def test_the_environment_completes_the_flags(
         (["--account", "ac/me"], "korely-mcp: account: must not contain '/'"),
         (["--reader", "a\nb"], "korely-mcp: reader: must not contain a line break"),
         (["--token-budget", "10"], "korely-mcp: token_budget: must be between 50 and 8000"),
-        (["--hold", "-5"], "korely-mcp: hold: must be more than 0 and at most a day"),
+        (
+            ["--hold", "-1"],  # in the seconds given, not as timedelta's "-1 day, 23:59:59"
+            "korely-mcp: hold: must be more than 0 and at most a day, got -1 seconds",
+        ),
+        (["--hold", "90000"], "korely-mcp: hold: must be more than 0 and at most a day, got 90000"),
         (["--max-facts", "0"], "korely-mcp: max_facts: must be a positive integer"),
     ],
 )

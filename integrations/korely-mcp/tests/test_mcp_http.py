@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from korely_mcp import PREFIX
@@ -67,6 +71,7 @@ def post(
     host: str | None = None,
     session: str | None = None,
     body: bytes = INITIALIZE,
+    origin: str | None = None,
 ) -> tuple[int, dict[str, str]]:
     """A bare request to the endpoint: its status and headers (names in lower case)."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -74,6 +79,8 @@ def post(
         headers["Authorization"] = f"Bearer {token}"
     if host is not None:
         headers["Host"] = host
+    if origin is not None:
+        headers["Origin"] = origin
     if session is not None:
         headers["Mcp-Session-Id"] = session
         headers["Mcp-Protocol-Version"] = "2025-11-25"
@@ -102,9 +109,14 @@ async def test_clients_share_memory_by_token_and_each_is_told_a_change_once(
             assert "- home-city: Giulia lives in Rome (since " in text(block)
 
             # The phone corrects what the laptop read: the laptop is told, once; not the phone.
-            fixed = await phone.call_tool(
-                "korely_correct", {"key": "home-city", "content": "Giulia lives in Milan"}
-            )
+            # Its subscription to its context is told at once.
+            async with laptop.listen(resource_subscriptions=["korely://context"]) as stream:
+                fixed = await phone.call_tool(
+                    "korely_correct", {"key": "home-city", "content": "Giulia lives in Milan"}
+                )
+                with anyio.fail_after(10):
+                    event = await stream.__anext__()
+            assert getattr(event, "uri", None) == "korely://context"
             assert text(fixed) == "Corrected home-city: Giulia lives in Milan"
             told = await laptop.call_tool("korely_get_context", QUERY)
             assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan (" in text(told)
@@ -124,10 +136,23 @@ async def test_clients_share_memory_by_token_and_each_is_told_a_change_once(
             assert "takes only key, content, account_wide and until, not user" in text(refused)
 
         # Marco's token reads Marco's memory, in a session of the older protocol too.
-        async with http_client(endpoint, MARCOS, mode="legacy") as marco:
+        updated: list[str] = []
+
+        async def collect(message: Any) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                updated.append(message.params.uri)
+
+        async with http_client(endpoint, MARCOS, mode="legacy", on_message=collect) as marco:
             theirs = await marco.call_tool("korely_get_facts", {})
+            with warnings.catch_warnings():  # the 2025 protocol's way, deprecated by the SDK
+                warnings.simplefilter("ignore")
+                await marco.subscribe_resource("korely://context")
             await marco.call_tool("korely_remember", {"key": "team", "content": "Marco is in ops"})
-    assert theirs.structured_content == {"facts": []}
+            with anyio.fail_after(10):
+                while not updated:
+                    await anyio.sleep(0.02)
+        assert updated == ["korely://context"]
+    assert theirs.structured_content == {"facts": [], "more": 0, "next_cursor": None}
     assert text(theirs) == "No facts are kept."
     assert [f.content for f in engine.get_facts(GIULIA)] == ["Giulia lives in Milan"]
     assert [f.content for f in engine.get_facts(MARCO)] == ["Marco is in ops"]
@@ -177,3 +202,24 @@ async def test_a_request_without_a_token_the_file_lists_is_refused(
     with MemoryEngine(sqlite_url) as engine:
         anna_facts = engine.get_facts(Identity("acme", "anna", "support-copilot"))
     assert [f.content for f in anna_facts] == ["Anna has a dog"]
+
+
+def test_a_server_off_loopback_warns_and_checks_the_hosts_it_is_told(
+    sqlite_url: str, tokens: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "server.log"
+    flags = ("--host", "0.0.0.0", "--allowed-host", "memory.example")
+    with http_server(sqlite_url, tokens, log, *flags) as endpoint:
+        local = endpoint.replace("://0.0.0.0:", "://127.0.0.1:")
+        assert post(local, LAPTOP, host="evil.example")[0] == 421
+        assert post(local, LAPTOP, host="memory.example")[0] == 200
+        port = local.split(":")[2].split("/")[0]
+        assert post(local, LAPTOP, host=f"memory.example:{port}")[0] == 200
+        assert post(local, LAPTOP, host="memory.example", origin="https://memory.example")[0] == 200
+        assert post(local, LAPTOP, host="memory.example", origin="https://evil.example")[0] == 403
+        said = log.read_text()
+    assert (
+        "korely-mcp: warning: serving plain HTTP on 0.0.0.0: bearer tokens travel in clear text"
+        in said
+    )
+    assert "Host and Origin headers are not checked" not in said  # --allowed-host names them

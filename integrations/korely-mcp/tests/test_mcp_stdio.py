@@ -6,7 +6,10 @@ the test's own engine plays the other applications that share the memory.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -96,22 +99,41 @@ async def test_a_client_remembers_reads_corrects_and_is_told_a_change_once(
         assert text(versions).splitlines()[1].endswith(", corrected)")
 
 
-async def test_a_notice_whose_result_may_not_have_arrived_is_told_again_after_the_hold(
-    db_url: str, engine: MemoryEngine
+async def one_call(url: str, pid_file: Path | None = None) -> str:
+    """A conversation of one call: a desktop assistant's process reads the block, and the
+    conversation ends (stdin closed cleanly, unless ``pid_file`` is given: then killed)."""
+    async with stdio(url, pid_file=pid_file) as client:
+        said = text(await client.call_tool("korely_get_context", QUERY))
+        if pid_file is not None:
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    return said
+
+
+async def test_a_change_is_told_in_one_conversation_of_one_call_and_not_in_the_next(
+    sqlite_url: str, tmp_path: Path
 ) -> None:
-    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
-    async with stdio(db_url) as client:
-        await client.call_tool("korely_get_context", QUERY)
+    with MemoryEngine(sqlite_url) as engine:
+        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.get_facts(GIULIA, reader="laptop")  # an earlier conversation read it
         engine.correct(GIULIA, "home-city", "Giulia lives in Milan", reader="crm")
-        told = await client.call_tool("korely_get_context", QUERY)
-        read_at = time.monotonic()
-        assert CHANGED in text(told)
-        # Held for this client's next call: no other read under its name tells it meanwhile.
-        assert CHANGED not in engine.get_context(GIULIA, reader="laptop").text
-    # The session ended with no call after that block: nothing says the model got it.
+    assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan (" in await one_call(
+        sqlite_url
+    )
+    await anyio.sleep(HOLD + 0.3)  # spent when the session closed, not merely held
+    for _ in range(2):
+        later = await one_call(sqlite_url)
+        assert CHANGED not in later
+        assert "- home-city: Giulia lives in Milan (since " in later
+
+    # A server that is killed after the block spent nothing: the next one tells it again.
+    with MemoryEngine(sqlite_url) as engine:
+        engine.correct(GIULIA, "home-city", "Giulia lives in Turin", reader="crm")
+    told = await one_call(sqlite_url, pid_file=tmp_path / "server.pid")
+    assert "- was: Giulia lives in Milan -> now: Giulia lives in Turin (" in told
+    read_at = time.monotonic()
     await anyio.sleep(max(0.0, read_at + HOLD + 0.3 - time.monotonic()))
-    retold = engine.get_context(GIULIA, reader="laptop")
-    assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan (" in retold.text
+    retold = await one_call(sqlite_url)
+    assert "- was: Giulia lives in Milan -> now: Giulia lives in Turin (" in retold
 
 
 async def test_no_tool_takes_an_identity_and_one_the_model_sends_is_refused(

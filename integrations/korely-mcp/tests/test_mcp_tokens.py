@@ -131,3 +131,25 @@ def test_the_command_hashes_a_token_read_from_stdin(
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     assert main(["hash-token"]) == 2
     assert "hash-token reads a token from stdin" in capsys.readouterr().err
+
+
+async def test_a_token_file_others_may_write_is_refused_at_start_and_on_reload(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "tokens.json"
+    write_tokens(path, [GOOD])
+    path.chmod(0o664)
+    with pytest.raises(InvalidRequest) as caught:
+        TokenFile(path)
+    assert caught.value.field == "tokens"
+    assert f"{path} may be written by group or others (mode 0664)" in str(caught.value)
+    assert f"chmod go-w {path}" in str(caught.value)
+
+    path.chmod(0o600)
+    verifier = TokenFile(path)
+    assert await verifier.verify_token(TOKEN) is not None
+    path.chmod(0o602)  # no content changed: the mode alone
+    assert await verifier.verify_token(TOKEN) is None
+    assert "may be written by group or others (mode 0602)" in caplog.text
+    path.chmod(0o644)  # others may read it: a hash lets nobody in
+    assert await verifier.verify_token(TOKEN) is not None

@@ -4,6 +4,7 @@ notices a block shows are spent."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 from mcp import Client
 
-from korely_mcp import Caller, KorelyTools, create_server
-from korely_memory import InvalidRequest, MemoryEngine, PermissionDenied
+from korely_mcp import Caller, KorelyTools, _reads, create_server
+from korely_memory import InvalidRequest, MemoryEngine, PermissionDenied, limits
 from korely_memory.tools import UNREACHABLE, MemoryTool, ToolArgument
 
 from .servers import GIULIA, text
@@ -75,7 +76,8 @@ async def test_the_forms_a_client_may_send_are_read(sqlite_engine: MemoryEngine)
         assert not result.is_error, (arguments, text(result))
         assert "Giulia lives in Rome" in text(result)
     past = await tools.call(LAPTOP, "korely_get_facts", {"as_of": "2020-01-01"})
-    assert (text(past), past.structured_content) == ("No facts were true then.", {"facts": []})
+    assert text(past) == "No facts were true then."
+    assert past.structured_content == {"facts": [], "more": 0, "next_cursor": None}
 
 
 async def test_the_facts_list_says_what_each_version_is(sqlite_engine: MemoryEngine) -> None:
@@ -259,3 +261,120 @@ async def test_a_fact_recorded_until_a_day_lists_its_end(sqlite_engine: MemoryEn
     past = {"key": "trip", "content": "Giulia travels", "until": "2000-01-01"}
     refused = await tools.call(LAPTOP, "korely_remember", past)
     assert refused.is_error and text(refused) == "Not saved: until: must be in the future"
+
+
+def result_tokens(engine: MemoryEngine, result: Any) -> int:
+    """What a client takes into its context of a result: the text and the structured content."""
+    return engine.count_tokens(text(result)) + engine.count_tokens(
+        json.dumps(result.structured_content)
+    )
+
+
+async def test_a_thousand_facts_come_a_page_at_a_time_well_under_a_client_s_limit(
+    sqlite_engine: MemoryEngine,
+) -> None:
+    for i in range(1000):
+        sqlite_engine.remember(
+            GIULIA, f"fact-{i:04d}", f"Giulia noted item {i} about her account and preferences"
+        )
+    tools = KorelyTools(sqlite_engine)
+    first = await tools.call(LAPTOP, "korely_get_facts", {})
+    assert not first.is_error
+    assert result_tokens(sqlite_engine, first) < 10_000  # clients refuse results over 25,000
+    assert first.structured_content is not None
+    assert len(first.structured_content["facts"]) == 50
+    assert first.structured_content["more"] == 950
+    cursor = first.structured_content["next_cursor"]
+    assert text(first).splitlines()[-1] == (
+        f'- 950 more facts not shown; call korely_get_facts with cursor "{cursor}" '
+        "for the next ones."
+    )
+    assert text(first).splitlines()[0].startswith("- fact-0999: Giulia noted item 999 ")
+
+    # The largest page a model may ask for still fits; the cursors walk the whole list once.
+    keys = [f["key"] for f in first.structured_content["facts"]]
+    while cursor is not None:
+        page = await tools.call(LAPTOP, "korely_get_facts", {"cursor": cursor, "limit": 200})
+        assert not page.is_error, text(page)
+        assert result_tokens(sqlite_engine, page) < 25_000
+        assert page.structured_content is not None
+        keys += [f["key"] for f in page.structured_content["facts"]]
+        cursor = page.structured_content["next_cursor"]
+        if cursor is None:
+            assert page.structured_content["more"] == 0
+            assert "more facts not shown" not in text(page)
+    assert keys == [f"fact-{i:04d}" for i in reversed(range(1000))]
+
+
+async def test_a_page_stops_at_its_token_ceiling_whatever_the_limit(
+    sqlite_engine: MemoryEngine,
+) -> None:
+    long = "Giulia " + " ".join(f"w{i}" for i in range(500))  # about 1,000 tokens a fact
+    for i in range(40):
+        sqlite_engine.remember(GIULIA, f"note-{i:02d}", long[: limits.MAX_CONTENT])
+    page = await KorelyTools(sqlite_engine).call(LAPTOP, "korely_get_facts", {"limit": 200})
+    assert page.structured_content is not None
+    shown = len(page.structured_content["facts"])
+    assert 1 <= shown < 40
+    assert page.structured_content["more"] == 40 - shown
+    assert result_tokens(sqlite_engine, page) <= _reads.PAGE_TOKENS + 200
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refusal"),
+    [
+        ({"limit": 0}, "Not read: limit: must be between 1 and 200, got 0."),
+        ({"limit": 201}, "Not read: limit: must be between 1 and 200, got 201."),
+        ({"limit": "ten"}, "Not read: limit must be a whole number."),
+        ({"cursor": "not-a-cursor"}, "Not read: cursor: is not one this tool gave;"),
+        ({"cursor": 12}, "Not read: cursor: is not one this tool gave;"),
+    ],
+)
+async def test_a_bad_page_is_refused_naming_the_argument(
+    sqlite_engine: MemoryEngine, arguments: dict[str, Any], refusal: str
+) -> None:
+    result = await KorelyTools(sqlite_engine).call(LAPTOP, "korely_get_facts", arguments)
+    assert result.is_error
+    assert text(result).startswith(refusal)
+
+
+async def test_a_cursor_goes_on_with_the_list_it_came_from(sqlite_engine: MemoryEngine) -> None:
+    for i in range(3):
+        sqlite_engine.remember(GIULIA, "pet", f"Giulia has {i + 1} cats")
+    tools = KorelyTools(sqlite_engine)
+    first = await tools.call(LAPTOP, "korely_get_facts", {"include_invalidated": True, "limit": 1})
+    assert first.structured_content is not None
+    cursor = first.structured_content["next_cursor"]
+    rest = await tools.call(LAPTOP, "korely_get_facts", {"cursor": cursor})
+    assert rest.structured_content is not None
+    assert [f["content"] for f in rest.structured_content["facts"]] == [
+        "Giulia has 2 cats",
+        "Giulia has 1 cats",
+    ]
+    other = {"cursor": cursor, "include_invalidated": False}
+    refused = await tools.call(LAPTOP, "korely_get_facts", other)
+    assert refused.is_error
+    assert text(refused).startswith("Not read: cursor: goes on with the list it came from")
+
+
+def test_every_tool_has_a_title_and_only_forget_is_destructive(
+    sqlite_engine: MemoryEngine,
+) -> None:
+    by_name = {tool.name: tool for tool in KorelyTools(sqlite_engine).definitions()}
+    for tool in by_name.values():
+        assert tool.title and tool.annotations is not None
+        assert tool.annotations.title == tool.title
+        assert tool.annotations.open_world_hint is False
+    hints = {
+        name: (tool.annotations.read_only_hint, tool.annotations.destructive_hint)
+        for name, tool in by_name.items()
+        if tool.annotations is not None
+    }
+    assert hints == {
+        "korely_get_context": (True, None),
+        "korely_get_facts": (True, None),
+        "korely_remember": (False, False),
+        "korely_correct": (False, False),
+        "korely_forget": (False, True),
+        "korely_recall": (True, None),
+    }

@@ -1,0 +1,55 @@
+"""Who subscribed to ``korely://context``, and telling them when a memory changes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from korely_memory import Identity
+
+logger = logging.getLogger("korely_mcp")
+
+SEND_WAIT = 5.0  # seconds a notice may take to go out before its subscriber is dropped
+
+Send = Callable[[], Awaitable[None]]
+
+
+class Subscribers:
+    """The subscriptions to ``korely://context``, by the identity whose memory they read.
+
+    Used from the server's event loop only.
+    """
+
+    def __init__(self) -> None:
+        self._sends: dict[Identity, dict[object, Send]] = {}
+
+    def add(self, who: Identity, key: object, send: Send) -> None:
+        """Tell ``key`` (a connection, a stream) of changes to ``who``'s memory with ``send``;
+        adding a key again replaces what it was told of."""
+        self.remove(key)
+        self._sends.setdefault(who, {})[key] = send
+
+    def remove(self, key: object) -> None:
+        """Stop telling ``key``."""
+        for sends in self._sends.values():
+            sends.pop(key, None)
+
+    def count(self, who: Identity) -> int:
+        """How many subscribers read ``who``'s memory."""
+        return len(self._sends.get(who, {}))
+
+    async def changed(self, who: Identity) -> None:
+        """What ``who`` keeps changed: tell each subscriber of that memory.
+
+        A subscriber whose notice cannot go out (its connection closed, or it reads
+        nothing for `SEND_WAIT` seconds) is dropped; the write goes on either way.
+        """
+        for key, send in list(self._sends.get(who, {}).items()):
+            try:
+                with anyio.fail_after(SEND_WAIT):
+                    await send()
+            except Exception:  # a gone or stuck client: stop telling it, keep the write
+                logger.info("a subscriber could not be told of a change; dropping it")
+                self._sends.get(who, {}).pop(key, None)
