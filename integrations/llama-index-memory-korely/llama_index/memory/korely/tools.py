@@ -161,17 +161,7 @@ class _KorelyTool(FunctionTool):
         refusal = self._tool.refusal
         if self._identity is not None:
             if identities and identities != {self._identity}:
-                logger.error(
-                    "the %s tool is bound to %s but the run's memory belongs to %s: refused",
-                    self.metadata.name,
-                    self._identity,
-                    ", ".join(sorted(map(str, identities))),
-                )
-                return ToolResult(
-                    f"{refusal}: these memory tools were made for another person than the one "
-                    "this conversation's memory belongs to, so nothing was written.",
-                    ok=False,
-                )
+                return self._not_bound_to(identities)
             reader = next((b.reader for b in blocks if b.identity == self._identity), None)
             return self._identity, reader
         if len(identities) == 1:
@@ -185,6 +175,39 @@ class _KorelyTool(FunctionTool):
         said = "more than one person's memory" if identities else "no memory of a person"
         return ToolResult(
             f"{refusal}: this conversation has {said} to write to, so nothing was written.",
+            ok=False,
+        )
+
+    def _not_bound_to(self, identities: set[Identity]) -> ToolResult:
+        """The refusal of a run whose memory is not of the identity the tools were made for."""
+        mine = self._identity
+        assert mine is not None
+        same_person = all((i.account, i.user) == (mine.account, mine.user) for i in identities)
+        if same_person:
+            # An AgentWorkflow has one memory for all its agents: tools made for another agent
+            # definition of the person would write where no block of this run reads.
+            logger.error(
+                "the %s tool is bound to agent %r but the run's memory is of agent %s: refused. "
+                "One workflow run has one memory, so its agents share its identity: give them "
+                "korely_tools(engine) without an identity (they write to the run's memory), or "
+                "run an agent that needs a memory of its own in a run of its own, with its own "
+                "KorelyMemory (an agent can call such a run as a tool)",
+                self.metadata.name,
+                mine.agent,
+                ", ".join(sorted(repr(i.agent) for i in identities)),
+            )
+            said = "another agent"
+        else:
+            logger.error(
+                "the %s tool is bound to %s but the run's memory belongs to %s: refused",
+                self.metadata.name,
+                mine,
+                ", ".join(sorted(map(str, identities))),
+            )
+            said = "another person"
+        return ToolResult(
+            f"{self._tool.refusal}: these memory tools were made for {said} than the one this "
+            "conversation's memory belongs to, so nothing was written.",
             ok=False,
         )
 
