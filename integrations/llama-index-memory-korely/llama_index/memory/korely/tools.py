@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from llama_index.core.async_utils import asyncio_run
@@ -64,13 +65,87 @@ def korely_tools(
             only the last tool of a name, silently.
 
     Returns:
-        One ``FunctionTool`` per tool of ``MEMORY_TOOLS``, in its order.
+        One ``FunctionTool`` per tool of ``MEMORY_TOOLS``, in its order. Each takes the
+        workflow ``Context``, which a ``CodeActAgent`` does not hand over: give a code agent
+        ``korely_functions(memory)`` instead.
 
     Raises:
         InvalidRequest: A bad identity, ``max_facts`` or ``tool_prefix``.
     """
     if identity is not None:
         identity = limits.check_identity(identity)
+    _check_options(max_facts, tool_prefix)
+    return [
+        _KorelyTool(engine, tool, tool_prefix + tool.name, identity, max_facts)
+        for tool in MEMORY_TOOLS
+    ]
+
+
+def korely_functions(
+    memory: KorelyMemory, *, max_facts: int | None = None, tool_prefix: str = ""
+) -> list[Callable[..., str]]:
+    """The memory tools as plain functions, for agents that run code (``CodeActAgent``).
+
+    A ``CodeActAgent`` refuses tools that take the workflow ``Context``, as
+    ``korely_tools`` do, and the code it writes calls the functions of its code
+    executor, which never see a run. These functions are bound to one
+    conversation's memory instead: they write for its identity, with its reader
+    name, and tell it of each write as the tools do. Build them, the executor and
+    the agent per conversation, and pass the same memory to ``agent.run``.
+
+    Each function is named as its tool (with ``tool_prefix``), takes the tool's
+    arguments by name, and returns the tool's sentence: a refused or failed call
+    returns the refusal (``Not saved: ...``), never raises for the model's input.
+
+    Args:
+        memory: The conversation's memory.
+        max_facts: Refuse a new key once the identity keeps this many facts.
+        tool_prefix: Put before every function name.
+
+    Returns:
+        One function per tool of ``MEMORY_TOOLS``, in its order.
+
+    Raises:
+        InvalidRequest: ``memory`` is no ``KorelyMemory``, or a bad ``max_facts`` or
+            ``tool_prefix``.
+    """
+    if not isinstance(memory, KorelyMemory):
+        raise InvalidRequest("memory", "must be a KorelyMemory, the conversation's memory")
+    _check_options(max_facts, tool_prefix)
+    return [_function(memory, tool, tool_prefix + tool.name, max_facts) for tool in MEMORY_TOOLS]
+
+
+def _function(
+    memory: KorelyMemory, tool: MemoryTool, name: str, max_facts: int | None
+) -> Callable[..., str]:
+    def call(**arguments: Any) -> str:
+        block = memory.korely_block
+        result = tool.run(
+            block.engine, block.identity, arguments, reader=block.reader, max_facts=max_facts
+        )
+        erasing = tool is FORGET and arguments.get("erase") not in (None, False)
+        if erasing or (result.ok and tool.writes):
+            memory.written(erased=erasing)
+        return result.text
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = tool.description + "".join(
+        f"\n\n{a.name}: {a.description}" for a in tool.arguments
+    )
+    parameters = [
+        inspect.Parameter(
+            a.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=a.kind if a.required else a.kind | None,
+            **({} if a.required else {"default": a.default}),
+        )
+        for a in tool.arguments
+    ]
+    call.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    return call
+
+
+def _check_options(max_facts: int | None, tool_prefix: str) -> None:
     if max_facts is not None and (
         isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 0
     ):
@@ -83,10 +158,6 @@ def korely_tools(
             "must make tool names of at most 64 letters, digits, '_' and '-', "
             f"got {tool_prefix!r:.40}",
         )
-    return [
-        _KorelyTool(engine, tool, tool_prefix + tool.name, identity, max_facts)
-        for tool in MEMORY_TOOLS
-    ]
 
 
 class _KorelyTool(FunctionTool):
