@@ -149,6 +149,16 @@ def test_the_recall_tool_lists_keys_to_correct(engine: MemoryEngine, giulia: Ide
     assert nothing.ok and nothing.text == "Nothing kept is about 'zebra'."
 
 
+@pytest.mark.parametrize("query", ["", "  \n "])
+def test_the_recall_tool_refuses_an_empty_query(
+    engine: MemoryEngine, giulia: Identity, query: str
+) -> None:
+    crowd(engine, giulia)
+    result = RECALL.run(engine, giulia, {"query": query})
+    assert not result.ok
+    assert result.text == "Not found: query: must say what to look for, in a few words"
+
+
 class Embeddings:
     """A LangChain-shaped embedder that counts what it is asked to embed."""
 

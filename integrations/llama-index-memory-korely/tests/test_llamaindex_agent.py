@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory import Memory
 from llama_index.core.tools import FunctionTool
+from llama_index.core.workflow import Context
+from workflows.context.state_store import UnserializableKeyWarning
 
 from korely_memory import Identity, MemoryEngine
-from llama_index.memory.korely import KorelyMemory, korely_tools
+from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, korely_tools
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
 NOTICE = "- was: Giulia lives in Rome -> now: Giulia lives in Milan"
@@ -188,3 +193,50 @@ async def test_two_system_messages_and_the_users_words_last(engine, giulia, scri
     assert roles == ["system", "system", "user"]
     last: ChatMessage = llm.received[0][-1]
     assert script.words(last) == "Hello"
+
+
+@pytest.mark.parametrize("stock", [False, True], ids=["korely", "stock-memory"])
+async def test_a_reused_context_keeps_no_memory_each_run_takes_its_own(
+    engine, giulia, bob, script, stock
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(bob, "home-city", "Bob lives in Lyon")
+    llm = script.llm(
+        script.say("Hello Giulia."),
+        script.say("Hello Bob."),
+        script.call("remember", key="pet", content="has a cat"),
+        script.say("Hm."),
+    )
+    agent = FunctionAgent(llm=llm, tools=korely_tools(engine))
+    ctx = Context(agent)
+
+    def memory_of(who: Identity) -> Memory:
+        if stock:
+            return Memory.from_defaults(
+                memory_blocks=[KorelyMemoryBlock(engine=engine, identity=who)]
+            )
+        return KorelyMemory.from_defaults(engine, who)
+
+    first, second = memory_of(giulia), memory_of(bob)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always", UnserializableKeyWarning)
+        await agent.run(user_msg="Hi, I am Giulia.", memory=first, ctx=ctx)
+        await agent.run(user_msg="Hi, I am Bob.", memory=second, ctx=ctx)
+    # The workflow keeps its Context without the memory between runs, and says so.
+    assert any("unserializable key: memory" in str(w.message) for w in warned)
+    # The second run read and stored into the memory it was given, not the first run's.
+    assert "Bob lives in Lyon" in script.text(llm.received[1])
+    assert "Giulia" not in script.text(llm.received[1])
+    assert [m.content for m in await first.aget_all()] == ["Hi, I am Giulia.", "Hello Giulia."]
+    assert [m.content for m in await second.aget_all()] == ["Hi, I am Bob.", "Hello Bob."]
+
+    # Without memory=, the same Context gives the run a fresh memory: no block, no person.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnserializableKeyWarning)
+        await agent.run(user_msg="I have a cat.", ctx=ctx)
+    assert "lives in" not in script.text(llm.received[2])
+    assert [m.content for m in llm.received[3] if m.role == "tool"] == [
+        "Not saved: this conversation has no memory of a person to write to, so nothing was "
+        "written."
+    ]
+    assert len(await first.aget_all()) == len(await second.aget_all()) == 2

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
-from llama_index.core.memory import Memory
+from llama_index.core.memory import Memory, StaticMemoryBlock
 from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE
 from llama_index.core.prompts import RichPromptTemplate
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
 from korely_memory import Identity, MemoryEngine
-from llama_index.memory.korely import KorelyMemory, KorelyMemoryBlock, _budget, block_room
+from llama_index.memory.korely import (
+    KorelyMemory,
+    KorelyMemoryBlock,
+    _budget,
+    block_room,
+    engine_tokenizer,
+)
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
 
@@ -189,3 +196,59 @@ def test_a_block_is_framed_exactly_as_the_template_renders_it(template: RichProm
         assert found is None
     else:
         assert found is not None
+
+
+HANDBOOK = " ".join(
+    f"Rule {n}: answer politely and check the order number first." for n in range(70)
+)
+
+
+async def test_a_block_crowded_out_by_other_blocks_is_logged_and_counted(
+    engine, giulia, script, caplog
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    # The app's own block never gives way (priority 0) and takes nearly all of token_limit.
+    handbook = StaticMemoryBlock(name="handbook", static_content=HANDBOOK, priority=0)
+    memory = KorelyMemory.from_defaults(
+        engine, giulia, reader="support-bot", token_limit=1000, memory_blocks=[handbook]
+    )
+    llm = script.llm(script.say("Hello."))
+    with caplog.at_level(logging.WARNING, logger="llama_index.memory.korely"):
+        await FunctionAgent(llm=llm, tools=[]).run(user_msg="Where do I live?", memory=memory)
+    prompt = script.text(llm.received[0])
+    assert "Rule 69" in prompt and "Giulia lives in Rome" not in prompt
+    assert memory.crowded_out == memory.korely_block.crowded_out >= 1
+    assert "korely memory block of" in caplog.text and "was left out of the prompt" in caplog.text
+    assert "token_limit=1000" in caplog.text
+
+
+async def test_a_block_with_room_is_not_counted_as_crowded_out(engine, giulia, script) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    handbook = StaticMemoryBlock(name="handbook", static_content="Be polite.", priority=0)
+    memory = KorelyMemory.from_defaults(
+        engine, giulia, reader="support-bot", token_limit=1000, memory_blocks=[handbook]
+    )
+    llm = script.llm(script.say("Hello."))
+    await FunctionAgent(llm=llm, tools=[]).run(user_msg="Where do I live?", memory=memory)
+    assert "Giulia lives in Rome" in script.text(llm.received[0])
+    assert memory.crowded_out == 0
+
+
+async def test_a_block_cut_by_a_memory_of_your_own_is_logged_and_counted(
+    engine, giulia, caplog
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    block = KorelyMemoryBlock(engine=engine, identity=giulia, reader="support-bot")
+    # The handbook and the block each fit; together they are over token_limit, and the
+    # handbook never gives way: Memory asks the block to make room, which it cannot.
+    rules = HANDBOOK + " Rule 70: answer politely and check the order number first." * 5
+    handbook = StaticMemoryBlock(name="handbook", static_content=rules, priority=0)
+    memory = Memory.from_defaults(
+        memory_blocks=[block, handbook], token_limit=1000, tokenizer_fn=engine_tokenizer(engine)
+    )
+    await memory.aput(user("Where do I live?"))
+    with caplog.at_level(logging.WARNING, logger="llama_index.memory.korely"):
+        shown = await memory.aget()
+    assert "Giulia lives in Rome" not in "\n".join(str(m.content) for m in shown)
+    assert block.crowded_out == 1
+    assert "was left out of the prompt" in caplog.text

@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.chat_engine import CondensePlusContextChatEngine, SimpleChatEngine
+from llama_index.core.chat_engine import (
+    CondensePlusContextChatEngine,
+    ContextChatEngine,
+    SimpleChatEngine,
+)
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from llama_index.memory.korely import CaptureStats, KorelyMemory, korely_extractor, korely_tools
@@ -270,3 +274,24 @@ def test_bad_capture_options_are_refused_by_name(
     with pytest.raises(InvalidRequest) as refused:
         KorelyMemory.from_defaults(engine, giulia, **options)
     assert refused.value.field == field
+
+
+@pytest.mark.parametrize("engine_kind", ["context", "simple"])
+async def test_a_turn_with_an_empty_response_is_not_captured(
+    engine: MemoryEngine, giulia: Identity, memories: Any, engine_kind: str
+) -> None:
+    # The extractor is scripted for one capture only: the turn that has an answer.
+    memory = memories(giulia, operations(ROME), capture_inline=True)
+    llm = Script.llm(Script.say(""), Script.say("Noted."))
+    if engine_kind == "context":
+        chat: Any = ContextChatEngine.from_defaults(retriever=Handbook(), llm=llm, memory=memory)
+    else:
+        chat = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
+    empty = str(await chat.achat("I live in Rome."))
+    assert empty == ("Empty Response" if engine_kind == "context" else "")
+    assert memory.capture_stats == CaptureStats()  # no extractor call for an empty answer
+    assert str(await chat.achat("And I have a cat.")) == "Noted."
+    assert memory.capture_stats == CaptureStats(captured=1)
+    (prompt,) = memory._captures._extractor.llm.received  # type: ignore[union-attr]
+    # The empty turn is over: the next turn's excerpt holds only its own words.
+    assert excerpt_of(prompt) == ["user: And I have a cat.", "assistant: Noted."]

@@ -21,6 +21,7 @@ def test_public_names_are_pinned() -> None:
         "engine_tokenizer",
         "erase_chat_sessions",
         "korely_extractor",
+        "korely_functions",
         "korely_tools",
     ]
 

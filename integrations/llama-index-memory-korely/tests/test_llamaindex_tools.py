@@ -67,6 +67,9 @@ def test_a_tool_added_to_the_definitions_is_offered_without_change(
         ("remember", {"key": "home-city", "content": ""}, "Not saved: content"),
         ("remember", {"key": "home-city"}, "Not saved: content is required."),
         ("remember", {"key": "home-city", "content": "x", "user": "bob"}, "Not saved: this tool"),
+        ("recall", {"query": ""}, "Not found: query: must say what to look for"),
+        ("recall", {"query": " \n "}, "Not found: query: must say what to look for"),
+        ("recall", {}, "Not found: query is required."),
     ],
 )
 async def test_a_refused_call_is_an_error_the_model_can_act_on(

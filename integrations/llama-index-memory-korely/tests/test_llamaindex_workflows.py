@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.tools import FunctionTool
 
-from korely_memory import MemoryEngine
+from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, korely_tools
 
 NOTICE = "- was: Giulia lives in Rome -> now: Giulia lives in Milan"
@@ -156,3 +158,82 @@ async def test_a_change_made_during_a_workflow_turn_is_told_at_the_next_turn(
 
     await flow.run(user_msg="Thanks", memory=memory)
     assert turin in script.text(front_llm.received[-1])
+
+
+# -- a memory of its own for one agent of a workflow -----------------------------------------
+
+
+async def test_tools_of_another_agent_in_one_workflow_are_refused_as_another_agents(
+    engine, giulia, script, caplog
+) -> None:
+    billing_of_giulia = Identity("acme", "giulia", "billing")
+    front_llm = script.llm(script.call("handoff", to_agent="billing", reason="invoice"))
+    billing_llm = script.llm(
+        script.call("remember", key="invoice-city", content="Invoices go to Milan"),
+        script.say("Noted."),
+    )
+    front = FunctionAgent(
+        name="front", description="Front desk.", llm=front_llm, tools=korely_tools(engine)
+    )
+    billing = FunctionAgent(
+        name="billing",
+        description="Billing.",
+        llm=billing_llm,
+        tools=korely_tools(engine, billing_of_giulia),
+    )
+    flow = AgentWorkflow(agents=[front, billing], root_agent="front")
+    with caplog.at_level(logging.ERROR, logger="llama_index.memory.korely"):
+        await flow.run(
+            user_msg="Send my invoices to Milan.",
+            memory=KorelyMemory.from_defaults(engine, giulia),
+        )
+    result = [m for m in billing_llm.received[-1] if m.role == "tool"][-1]  # after the handoff
+    assert result.content == (
+        "Not saved: these memory tools were made for another agent than the one this "
+        "conversation's memory belongs to, so nothing was written."
+    )
+    assert "another person" not in caplog.text
+    assert "run an agent that needs a memory of its own in a run of its own" in caplog.text
+    assert engine.get_facts(billing_of_giulia, include_invalidated=True) == []
+    assert engine.get_facts(giulia, include_invalidated=True) == []
+
+
+async def test_an_agent_run_as_a_tool_keeps_a_memory_of_its_own(engine, giulia, script) -> None:
+    # What the refusal above points to: the billing agent, in a run of its own with its own
+    # memory, called by the front agent as a tool.
+    billing_of_giulia = Identity("acme", "giulia", "billing")
+    engine.remember(billing_of_giulia, "plan", "Giulia pays yearly")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    billing_llm = script.llm(
+        script.call("remember", key="invoice-city", content="Invoices go to Milan"),
+        script.say("Invoices will go to Milan."),
+    )
+    billing = FunctionAgent(name="billing", llm=billing_llm, tools=korely_tools(engine))
+    billing_memory = KorelyMemory.from_defaults(engine, billing_of_giulia, reader="billing-bot")
+
+    async def ask_billing(question: str) -> str:
+        """Ask the billing desk."""
+        output = await billing.run(user_msg=question, memory=billing_memory)
+        return str(output.response.content)
+
+    front_llm = script.llm(
+        script.call("ask_billing", question="Send Giulia's invoices to Milan."),
+        script.say("Done: invoices go to Milan."),
+    )
+    front = FunctionAgent(
+        name="front",
+        llm=front_llm,
+        tools=[*korely_tools(engine), FunctionTool.from_defaults(async_fn=ask_billing)],
+    )
+    output = await front.run(
+        user_msg="Send my invoices to Milan.",
+        memory=KorelyMemory.from_defaults(engine, giulia, reader="support-bot"),
+    )
+    assert str(output.response.content) == "Done: invoices go to Milan."
+    # Each agent read its own memory, and billing wrote into its own.
+    assert "- plan: Giulia pays yearly" in script.text(billing_llm.received[0])
+    assert "home-city" not in script.text(billing_llm.received[0])
+    assert "- home-city: Giulia lives in Rome" in script.text(front_llm.received[0])
+    assert "plan" not in script.text(front_llm.received[0])
+    assert sorted(f.key for f in engine.get_facts(billing_of_giulia)) == ["invoice-city", "plan"]
+    assert [f.key for f in engine.get_facts(giulia)] == ["home-city"]

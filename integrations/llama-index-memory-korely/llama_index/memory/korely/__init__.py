@@ -22,7 +22,7 @@ from llama_index.memory.korely.capture import (
 )
 from llama_index.memory.korely.chat_store import aerase_chat_sessions, erase_chat_sessions
 from llama_index.memory.korely.memory import KorelyMemory
-from llama_index.memory.korely.tools import korely_tools
+from llama_index.memory.korely.tools import korely_functions, korely_tools
 
 __all__ = [
     "CaptureStats",
@@ -35,5 +35,6 @@ __all__ = [
     "engine_tokenizer",
     "erase_chat_sessions",
     "korely_extractor",
+    "korely_functions",
     "korely_tools",
 ]

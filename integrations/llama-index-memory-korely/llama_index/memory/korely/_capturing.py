@@ -6,7 +6,8 @@ anything without text. An answer (an assistant message with no tool call)
 stored after a user message finishes the turn: its excerpt goes to
 ``korely_memory``'s capture, inline or in the background, shared with every
 adapter. A turn in which the agent erased a fact is finished as erased: it is
-not captured.
+not captured. An answer with no words, or a chat engine's ``"Empty Response"``, ends the
+turn uncaptured.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from ._turns import is_answer, text_of
 
 Pairs = tuple[tuple[str, str], ...]
+
+# What LlamaIndex's response synthesizers answer (and chat engines store) when the model said
+# nothing or no source was found.
+EMPTY_RESPONSE = "Empty Response"
 
 
 class Said:
@@ -42,7 +47,10 @@ class Said:
                     self._start()
                 if text:
                     self._pairs.append(("user", text))
-            elif is_answer(message) and text and self._pairs:
+            elif is_answer(message) and self._pairs and text in ("", EMPTY_RESPONSE):
+                # No answer to speak of: the turn is over, with nothing said worth capturing.
+                self._answered = True
+            elif is_answer(message) and self._pairs:
                 if self._answered and self._pairs[-1] == ("assistant", text):
                     continue  # the same answer stored again
                 self._pairs.append(("assistant", text))

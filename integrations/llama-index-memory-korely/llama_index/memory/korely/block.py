@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -22,6 +23,8 @@ from ._budget import DEFAULT_BLOCK_NAME, frame_cost, history_cost
 from ._turns import Turn, locate, text_of, without_repeated_input
 
 DEFAULT_TOKEN_BUDGET = limits.DEFAULT_BUDGET
+
+logger = logging.getLogger("llama_index.memory.korely")
 
 _TURNS_KEPT = 32
 _SERVED_KEPT = 64
@@ -101,6 +104,7 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
     )
     _served: OrderedDict[str, ContextBlock] = PrivateAttr(default_factory=OrderedDict)
     _frame: int | None = PrivateAttr(default=None)
+    _crowded_out: int = PrivateAttr(default=0)
 
     def __init__(self, **data: Any) -> None:
         if "identity" in data:
@@ -171,6 +175,27 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
         turn.showings.append(showing)
         watch(showing)
 
+    @property
+    def crowded_out(self) -> int:
+        """How many reads left the block out for want of room: the chat history and the other
+        blocks left it too few tokens of ``token_limit``, so no model call of those reads saw
+        the person's facts or notices. Each is also logged (warning)."""
+        return self._crowded_out
+
+    def crowded(self, room: int, token_limit: int) -> None:
+        """Count and log a read that left the block out: ``room`` tokens were left for it."""
+        self._crowded_out += 1
+        logger.warning(
+            "the %s memory block of %s was left out of the prompt: the chat history and the "
+            "other memory blocks leave it %d of token_limit=%d tokens, too few to show it "
+            "(%d so far); raise token_limit or give the other blocks less room",
+            self.name,
+            self.identity,
+            max(room, 0),
+            token_limit,
+            self._crowded_out,
+        )
+
     # -- in a Memory of your own -------------------------------------------------------
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
@@ -181,6 +206,8 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
         if turn is not None:
             await settle(turn.showings)
         room = self._room(history)
+        if self.token_limit is not None and room < MIN_BUDGET:
+            self.crowded(room, self.token_limit)
         if seen is None or (seen.answered and (turn is None or not seen.continues(turn))):
             # Nobody waits for an answer (a resumed session being shown): no notices.
             return self._remember_served(await self.read(None, room, marking=False))
@@ -210,7 +237,8 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
 
         The block is re-rendered by the engine (``ContextBlock.fit``), so a change cut
         here is not spent: it waits for a later turn. Returns None when only the block's
-        fixed note would be left, and for content this block did not serve.
+        fixed note would be left (counted in ``crowded_out``, and logged), and for content
+        this block did not serve.
         """
         if not isinstance(content, str) or not content:
             return None
@@ -219,6 +247,7 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
             return None
         smaller = served.fit(served.tokens - tokens_to_truncate)
         if not shows_something(smaller):
+            self.crowded(served.tokens - tokens_to_truncate, self.token_limit or 0)
             return None
         for turn in self._turns.values():
             if any(s.needle == content for s in turn.showings):

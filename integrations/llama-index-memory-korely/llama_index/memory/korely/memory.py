@@ -213,6 +213,12 @@ class KorelyMemory(CaptureControls, Memory):
         return memory
 
     @property
+    def crowded_out(self) -> int:
+        """How many reads left the korely block out of the prompt for want of room (the
+        history and the other blocks took it): ``korely_block.crowded_out``. Each is logged."""
+        return self.korely_block.crowded_out
+
+    @property
     def korely_block(self) -> KorelyMemoryBlock:
         """The korely block among this memory's blocks (the first, if there are several)."""
         return next(block for block in self.memory_blocks if isinstance(block, KorelyMemoryBlock))
@@ -292,6 +298,8 @@ class KorelyMemory(CaptureControls, Memory):
         room = self.token_limit - sum(self._estimate_token_count(m) for m in messages)
         question = None if input is None else text_of(input)
         turn = self._conversation.locate(history, question)
+        if self._read_budget(room) < MIN_BUDGET:
+            korely.crowded(self._read_budget(room), self.token_limit)
         if turn is None:
             # Nobody waits for an answer (a stored conversation being shown): no notices.
             index = last_user_index(history)
@@ -332,6 +340,8 @@ class KorelyMemory(CaptureControls, Memory):
         variant = block
         for _ in range(_FITS):
             if variant is None or not shows_something(variant):
+                if variant is not block:  # it had something to show, but not in this room
+                    self.korely_block.crowded(self._read_budget(room), self.token_limit)
                 return None
             parts = framed(
                 self.memory_blocks_template,
@@ -346,6 +356,7 @@ class KorelyMemory(CaptureControls, Memory):
                 return variant, parts
             assert block is not None
             variant = block.fit(variant.tokens - (cost - room))
+        self.korely_block.crowded(self._read_budget(room), self.token_limit)
         return None
 
     async def _with_other_blocks(

@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from llama_index.core.async_utils import asyncio_run
@@ -64,13 +65,87 @@ def korely_tools(
             only the last tool of a name, silently.
 
     Returns:
-        One ``FunctionTool`` per tool of ``MEMORY_TOOLS``, in its order.
+        One ``FunctionTool`` per tool of ``MEMORY_TOOLS``, in its order. Each takes the
+        workflow ``Context``, which a ``CodeActAgent`` does not hand over: give a code agent
+        ``korely_functions(memory)`` instead.
 
     Raises:
         InvalidRequest: A bad identity, ``max_facts`` or ``tool_prefix``.
     """
     if identity is not None:
         identity = limits.check_identity(identity)
+    _check_options(max_facts, tool_prefix)
+    return [
+        _KorelyTool(engine, tool, tool_prefix + tool.name, identity, max_facts)
+        for tool in MEMORY_TOOLS
+    ]
+
+
+def korely_functions(
+    memory: KorelyMemory, *, max_facts: int | None = None, tool_prefix: str = ""
+) -> list[Callable[..., str]]:
+    """The memory tools as plain functions, for agents that run code (``CodeActAgent``).
+
+    A ``CodeActAgent`` refuses tools that take the workflow ``Context``, as
+    ``korely_tools`` do, and the code it writes calls the functions of its code
+    executor, which never see a run. These functions are bound to one
+    conversation's memory instead: they write for its identity, with its reader
+    name, and tell it of each write as the tools do. Build them, the executor and
+    the agent per conversation, and pass the same memory to ``agent.run``.
+
+    Each function is named as its tool (with ``tool_prefix``), takes the tool's
+    arguments by name, and returns the tool's sentence: a refused or failed call
+    returns the refusal (``Not saved: ...``), never raises for the model's input.
+
+    Args:
+        memory: The conversation's memory.
+        max_facts: Refuse a new key once the identity keeps this many facts.
+        tool_prefix: Put before every function name.
+
+    Returns:
+        One function per tool of ``MEMORY_TOOLS``, in its order.
+
+    Raises:
+        InvalidRequest: ``memory`` is no ``KorelyMemory``, or a bad ``max_facts`` or
+            ``tool_prefix``.
+    """
+    if not isinstance(memory, KorelyMemory):
+        raise InvalidRequest("memory", "must be a KorelyMemory, the conversation's memory")
+    _check_options(max_facts, tool_prefix)
+    return [_function(memory, tool, tool_prefix + tool.name, max_facts) for tool in MEMORY_TOOLS]
+
+
+def _function(
+    memory: KorelyMemory, tool: MemoryTool, name: str, max_facts: int | None
+) -> Callable[..., str]:
+    def call(**arguments: Any) -> str:
+        block = memory.korely_block
+        result = tool.run(
+            block.engine, block.identity, arguments, reader=block.reader, max_facts=max_facts
+        )
+        erasing = tool is FORGET and arguments.get("erase") not in (None, False)
+        if erasing or (result.ok and tool.writes):
+            memory.written(erased=erasing)
+        return result.text
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = tool.description + "".join(
+        f"\n\n{a.name}: {a.description}" for a in tool.arguments
+    )
+    parameters = [
+        inspect.Parameter(
+            a.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=a.kind if a.required else a.kind | None,
+            **({} if a.required else {"default": a.default}),
+        )
+        for a in tool.arguments
+    ]
+    call.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    return call
+
+
+def _check_options(max_facts: int | None, tool_prefix: str) -> None:
     if max_facts is not None and (
         isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 0
     ):
@@ -83,10 +158,6 @@ def korely_tools(
             "must make tool names of at most 64 letters, digits, '_' and '-', "
             f"got {tool_prefix!r:.40}",
         )
-    return [
-        _KorelyTool(engine, tool, tool_prefix + tool.name, identity, max_facts)
-        for tool in MEMORY_TOOLS
-    ]
 
 
 class _KorelyTool(FunctionTool):
@@ -161,17 +232,7 @@ class _KorelyTool(FunctionTool):
         refusal = self._tool.refusal
         if self._identity is not None:
             if identities and identities != {self._identity}:
-                logger.error(
-                    "the %s tool is bound to %s but the run's memory belongs to %s: refused",
-                    self.metadata.name,
-                    self._identity,
-                    ", ".join(sorted(map(str, identities))),
-                )
-                return ToolResult(
-                    f"{refusal}: these memory tools were made for another person than the one "
-                    "this conversation's memory belongs to, so nothing was written.",
-                    ok=False,
-                )
+                return self._not_bound_to(identities)
             reader = next((b.reader for b in blocks if b.identity == self._identity), None)
             return self._identity, reader
         if len(identities) == 1:
@@ -185,6 +246,39 @@ class _KorelyTool(FunctionTool):
         said = "more than one person's memory" if identities else "no memory of a person"
         return ToolResult(
             f"{refusal}: this conversation has {said} to write to, so nothing was written.",
+            ok=False,
+        )
+
+    def _not_bound_to(self, identities: set[Identity]) -> ToolResult:
+        """The refusal of a run whose memory is not of the identity the tools were made for."""
+        mine = self._identity
+        assert mine is not None
+        same_person = all((i.account, i.user) == (mine.account, mine.user) for i in identities)
+        if same_person:
+            # An AgentWorkflow has one memory for all its agents: tools made for another agent
+            # definition of the person would write where no block of this run reads.
+            logger.error(
+                "the %s tool is bound to agent %r but the run's memory is of agent %s: refused. "
+                "One workflow run has one memory, so its agents share its identity: give them "
+                "korely_tools(engine) without an identity (they write to the run's memory), or "
+                "run an agent that needs a memory of its own in a run of its own, with its own "
+                "KorelyMemory (an agent can call such a run as a tool)",
+                self.metadata.name,
+                mine.agent,
+                ", ".join(sorted(repr(i.agent) for i in identities)),
+            )
+            said = "another agent"
+        else:
+            logger.error(
+                "the %s tool is bound to %s but the run's memory belongs to %s: refused",
+                self.metadata.name,
+                mine,
+                ", ".join(sorted(map(str, identities))),
+            )
+            said = "another person"
+        return ToolResult(
+            f"{self._tool.refusal}: these memory tools were made for {said} than the one this "
+            "conversation's memory belongs to, so nothing was written.",
             ok=False,
         )
 

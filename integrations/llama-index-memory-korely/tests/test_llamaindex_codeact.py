@@ -1,0 +1,88 @@
+"""A real CodeActAgent: the code it writes calls the memory functions, bound to the memory."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from llama_index.core.agent.workflow import CodeActAgent
+
+from korely_memory import InvalidRequest
+from korely_memory.tools import MEMORY_TOOLS
+from llama_index.memory.korely import KorelyMemory, korely_functions, korely_tools
+
+
+def executor(functions: list[Callable[..., str]]) -> Callable[..., Any]:
+    """A code executor as the CodeAct examples build one: the functions in its namespace."""
+    namespace: dict[str, Any] = {f.__name__: f for f in functions}
+
+    async def execute(code: str) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(code, namespace)  # the scripted model's code, in the test's own process
+        return out.getvalue()
+
+    return execute
+
+
+def code(source: str) -> str:
+    return f"I will keep it.\n<execute>\n{source}\n</execute>"
+
+
+async def test_a_code_agent_keeps_facts_with_the_functions_of_its_memory(
+    engine, giulia, script
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    functions = korely_functions(memory)
+    llm = script.llm(
+        script.say(code('print(remember(key="pet", content="Giulia has a cat"))')),
+        script.say(code('print(recall(query=""))\nprint(forget(key="home-city", erase=True))')),
+        script.say("Noted: a cat, and your city is forgotten."),
+    )
+    # A copy: CodeActAgent appends its own "execute" tool to the list it is given.
+    agent = CodeActAgent(
+        code_execute_fn=executor(functions), llm=llm, tools=[*functions], streaming=False
+    )
+    output = await agent.run(user_msg="I have a cat. Forget where I live.", memory=memory)
+    assert str(output.response.content) == "Noted: a cat, and your city is forgotten."
+
+    assert [f.__name__ for f in functions] == [t.name for t in MEMORY_TOOLS]
+    described = llm.received[0][0].content or ""  # CodeAct's own system prompt
+    assert "def remember(*, key: str, content: str, account_wide: bool | None = False" in described
+    assert "Giulia lives in Rome" in script.text(llm.received[0])  # the block reached the model
+    ran = script.text(llm.received[1]) + script.text(llm.received[2])
+    assert "Remembered pet: Giulia has a cat" in ran
+    assert "Not found: query: must say what to look for" in ran  # refusals come back as text
+    assert "Forgot home-city and erased every version of it." in ran
+    assert [f.key for f in engine.get_facts(giulia)] == ["pet"]
+    # The agent is not told its own write: it was made with the memory's reader.
+    assert "## Changed since you last read" not in script.text(llm.received[2])
+
+
+async def test_the_context_taking_tools_are_refused_by_a_code_agent(engine, giulia, script) -> None:
+    # What korely_functions is for: LlamaIndex refuses tools that take the Context.
+    memory = KorelyMemory.from_defaults(engine, giulia)
+    agent = CodeActAgent(
+        code_execute_fn=executor([]),
+        llm=script.llm(script.say("Hi.")),
+        tools=korely_tools(engine, giulia),
+        streaming=False,
+    )
+    with pytest.raises(Exception, match="requires context"):
+        await agent.run(user_msg="Hi", memory=memory)
+
+
+def test_the_functions_need_a_korely_memory(engine, giulia) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        korely_functions(giulia)  # type: ignore[arg-type]
+    assert refused.value.field == "memory"
+    memory = KorelyMemory.from_defaults(engine, giulia)
+    with pytest.raises(InvalidRequest) as refused:
+        korely_functions(memory, tool_prefix="a b")
+    assert refused.value.field == "tool_prefix"
+    names = [f.__name__ for f in korely_functions(memory, tool_prefix="memory_")]
+    assert names == [f"memory_{t.name}" for t in MEMORY_TOOLS]
