@@ -25,7 +25,7 @@ from langchain_korely._capturing import run_turn
 from langchain_korely._checks import check_options, check_reached, check_tool_names
 from langchain_korely._events import watching
 from langchain_korely._identity import IdentityResolver, RunView, identity_from_context
-from langchain_korely._placement import Placement, placed_texts, with_block
+from langchain_korely._placement import Placement, placed_texts, placing
 from langchain_korely._turns import Turn, TurnKey, Turns, thread_of, turn_of
 from langchain_korely.tools import KorelyTool, check_tool_prefix, korely_tools
 
@@ -196,9 +196,12 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         turn = self._turns.find(key) or self._read(key, self._turns.held(key))
         if turn.block is None:
             return handler(request)
-        with watching(*self._watched(turn.block, request)) as watch:
+        with (
+            watching(*self._watched(turn.block, request)) as watch,
+            placing(request, turn.block, self.placement, self.cache_marker) as placed,
+        ):
             try:
-                response = handler(self._placed(request, turn.block))
+                response = handler(placed)
             except BaseException:
                 self._turns.failed(key, turn)
                 raise
@@ -216,9 +219,12 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         turn = self._turns.find(key) or await self._aread(key, self._turns.held(key))
         if turn.block is None:
             return await handler(request)
-        with watching(*self._watched(turn.block, request)) as watch:
+        with (
+            watching(*self._watched(turn.block, request)) as watch,
+            placing(request, turn.block, self.placement, self.cache_marker) as placed,
+        ):
             try:
-                response = await handler(self._placed(request, turn.block))
+                response = await handler(placed)
             except BaseException:
                 self._turns.failed(key, turn)
                 raise
@@ -327,9 +333,6 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         turn = Turn(block, key.query, self._turns.now())
         self._turns.keep(key, turn)
         return turn
-
-    def _placed(self, request: ModelRequest[Any], block: ContextBlock) -> ModelRequest[Any]:
-        return with_block(request, block, self.placement, self.cache_marker)
 
     def _watched(
         self, block: ContextBlock, request: ModelRequest[Any]
