@@ -5,9 +5,9 @@ messages right before it) and the assistant's answers after it; tool calls and
 tool results are left out, as is anything without text. Of the user messages,
 only the run's person's are kept (`said_by_the_person`, or the middleware's
 `capture_from`): in a group chat, what others said is not the person's to
-keep, and a turn in which the person said nothing is not captured. A turn in which the
-agent called its `forget` tool with `erase` is not captured at all: it holds
-the words the person asked to have erased. Capturing it, inline or
+keep, and a turn in which the person said nothing is not captured. A turn in
+which the agent called its `forget` tool with `erase` is not captured at all:
+it holds the words the person asked to have erased. Capturing it, inline or
 in the background, is the engine's (`korely_memory._capturing`), shared by
 every adapter.
 """

@@ -16,12 +16,17 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
 
-from korely_memory import ContextBlock, Identity, InvalidRequest, KorelyError, MemoryEngine, limits
+from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, limits
 from korely_memory.capture import Extractor
 from korely_memory.capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
 from korely_memory.tools import FORGET
 from langchain_korely._capturing import Pairs, Speaker, run_turn, said_by_the_person
-from langchain_korely._checks import check_options, check_reached, check_tool_names
+from langchain_korely._checks import (
+    check_capture_from,
+    check_options,
+    check_reached,
+    check_tool_names,
+)
 from langchain_korely._events import watching
 from langchain_korely._identity import (
     IdentityResolver,
@@ -46,7 +51,8 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
     retry and the run resumed after an interrupt get the same block, until the
     agent's own tools write (the next model call then reads again). The block
     is never put in the graph's state: no stream mode, no event and no
-    checkpoint carries it.
+    checkpoint carries it. The run's identity is (`KorelyState`): a run resumed
+    from its checkpoint needs no `context=` again.
 
     Changes shown are held, not spent, and acknowledged when the run finishes,
     once a model call with the block in its prompt has answered: they are in
@@ -157,7 +163,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         limits.check_max_facts(max_facts)
         check_tool_prefix(tool_prefix)
         check_capture(capture, capture_inline, capture_delay, keep_excerpts)
-        _check_capture_from(capture_from, capture)
+        check_capture_from(capture_from, capture)
         name = check_options(
             placement, on_error, read_only, cache_marker, identity_from, name, tool_prefix
         )
@@ -392,17 +398,6 @@ def _messages(state: Any) -> list[Any]:
         state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)
     )
     return list(found or [])
-
-
-def _check_capture_from(capture_from: Any, capture: Any) -> None:
-    if capture_from is None:
-        return
-    if not callable(capture_from):
-        raise InvalidRequest(
-            "capture_from", "must be a function (message, identity) -> bool, or None"
-        )
-    if capture is None:
-        raise InvalidRequest("capture_from", "needs capture=, the extractor to capture with")
 
 
 def _log_unavailable() -> None:
