@@ -68,6 +68,13 @@ async def run(agent: Any, given: Any, use_async: bool, **context: Any) -> Any:
 
 
 @pytest.fixture
+def engine(sqlite_url: str) -> Iterator[MemoryEngine]:
+    """Where the identity is kept is the adapter's alone: one database is enough."""
+    with MemoryEngine(sqlite_url) as memory:
+        yield memory
+
+
+@pytest.fixture
 def moved(engine: MemoryEngine, giulia: Identity) -> MemoryEngine:
     """The agent was handed Giulia's city, which another writer then corrected."""
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
