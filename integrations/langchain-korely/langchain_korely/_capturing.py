@@ -2,28 +2,45 @@
 
 A run's excerpt is its user turn: the latest user message (with the user
 messages right before it) and the assistant's answers after it; tool calls and
-tool results are left out, as is anything without text. A turn in which the
-agent called its `forget` tool with `erase` is not captured at all: it holds
-the words the person asked to have erased. Capturing it, inline or
+tool results are left out, as is anything without text. Of the user messages,
+only the run's person's are kept (`said_by_the_person`, or the middleware's
+`capture_from`): in a group chat, what others said is not the person's to
+keep, and a turn in which the person said nothing is not captured. A turn in
+which the agent called its `forget` tool with `erase` is not captured at all:
+it holds the words the person asked to have erased. Capturing it, inline or
 in the background, is the engine's (`korely_memory._capturing`), shared by
 every adapter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
+from korely_memory import Identity
+
 Pairs = tuple[tuple[str, str], ...]
+Speaker = Callable[[HumanMessage, Identity], bool]
+"""Whether a user message is the run's person's words: called with the message and the run's
+identity."""
+
+
+def said_by_the_person(message: HumanMessage, who: Identity) -> bool:
+    """The default `capture_from`: a user message without a `name`, or named after the
+    identity's user (`HumanMessage(..., name="giulia")` for `Identity("acme", "giulia", ...)`)."""
+    return message.name is None or message.name == who.user
 
 
 def run_excerpt(
-    messages: Sequence[AnyMessage], forget_tools: Collection[str] = ()
+    messages: Sequence[AnyMessage],
+    forget_tools: Collection[str] = (),
+    said: Callable[[HumanMessage], bool] | None = None,
 ) -> tuple[Hashable, Pairs, bool]:
-    """The latest user turn of a run's messages: its id, its `(role, text)` pairs, and whether
-    the agent erased a fact in it (called one of `forget_tools` with `erase`)."""
+    """The latest user turn of a run's messages: its id, its `(role, text)` pairs (of the user
+    messages, those `said` accepts; all without it), and whether the agent erased a fact in it
+    (called one of `forget_tools` with `erase`)."""
     users = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
     if not users:
         return None, (), False
@@ -35,6 +52,7 @@ def run_excerpt(
         ("user" if isinstance(m, HumanMessage) else "assistant", m.text.strip())
         for m in messages[start:]
         if isinstance(m, (HumanMessage, AIMessage)) and m.text.strip()
+        if not isinstance(m, HumanMessage) or said is None or said(m)
     )
     erased = any(
         call["name"] in forget_tools and call["args"].get("erase") not in (None, False)
@@ -46,7 +64,10 @@ def run_excerpt(
 
 
 def run_turn(
-    config: Mapping[str, Any], messages: Sequence[AnyMessage], forget_tools: Collection[str] = ()
+    config: Mapping[str, Any],
+    messages: Sequence[AnyMessage],
+    forget_tools: Collection[str] = (),
+    said: Callable[[HumanMessage], bool] | None = None,
 ) -> tuple[Hashable | None, Hashable, Pairs, bool]:
     """A finished run's conversation (its thread; None: a run without one), turn id, excerpt,
     and whether the turn erased a fact (then nothing of it is captured).
@@ -54,5 +75,5 @@ def run_turn(
     A run without a thread is a conversation of its own: nothing joins its capture.
     """
     thread = (config.get("configurable") or {}).get("thread_id")
-    turn, pairs, erased = run_excerpt(messages, forget_tools)
+    turn, pairs, erased = run_excerpt(messages, forget_tools, said)
     return thread, turn, pairs, erased

@@ -45,6 +45,18 @@ def check_options(
     return name
 
 
+def check_capture_from(capture_from: Any, capture: Any) -> None:
+    """Raises `InvalidRequest` naming `capture_from`: not a function, or nothing to capture with."""
+    if capture_from is None:
+        return
+    if not callable(capture_from):
+        raise InvalidRequest(
+            "capture_from", "must be a function (message, identity) -> bool, or None"
+        )
+    if capture is None:
+        raise InvalidRequest("capture_from", "needs capture=, the extractor to capture with")
+
+
 def check_reached(watch: Watch, answer: Sequence[Any], middleware: str) -> bool:
     """Whether a model call with the block answered, within one call of the middleware.
 

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from langchain.agents.middleware.types import AgentState, PrivateStateAttr
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # a dependency of langchain-core's
+    from typing_extensions import NotRequired
 
 from korely_memory import Identity, InvalidRequest
 
@@ -18,6 +26,20 @@ the middleware sees it (the model call's `Runtime` with the run's `config` and
 
 _FIELDS = ("account", "user", "agent")
 _MISSING = object()
+KEPT = "korely_identity"
+"""The state key under which the middleware keeps the identity of the thread's latest run."""
+
+
+class KorelyState(AgentState[Any]):
+    """The agent's state, with the identity the run was given (never its memory).
+
+    A run resumed from its checkpoint (`Command(resume=...)` after an interrupt,
+    `invoke(None, config)` after a failure) is given no context unless the
+    application passes it again; it finds the identity here. Private: not an
+    input of the agent, not in what `invoke` returns.
+    """
+
+    korely_identity: NotRequired[Annotated[dict[str, str | None] | None, PrivateStateAttr]]
 
 
 def identity_from_context(run: Any) -> Identity:
@@ -25,12 +47,47 @@ def identity_from_context(run: Any) -> Identity:
 
     The context may be an `Identity`, any object with `account`, `user` and
     `agent` attributes, or a mapping with those keys, as passed with
-    `agent.invoke(..., context=...)`.
+    `agent.invoke(..., context=...)`. A run given no context that resumes a run
+    which had one (`Command(resume=...)` after an interrupt, `invoke(None, config)`
+    after a failure) has that run's identity, kept in the thread's state by
+    `KorelyMiddleware`.
 
     Raises:
         InvalidRequest: The context holds no identity (`field` is `context`).
     """
     context = getattr(run, "context", None)
+    if context is None:
+        kept = kept_identity(getattr(run, "state", None))
+        if kept is not None:
+            return kept
+    return _identity_in(context)
+
+
+def kept_identity(state: Any) -> Identity | None:
+    """The identity `KorelyMiddleware` kept in a graph state, if any."""
+    found = state.get(KEPT) if isinstance(state, Mapping) else getattr(state, KEPT, None)
+    if not isinstance(found, Mapping) or set(found) != set(_FIELDS):
+        return None
+    return Identity(found["account"], found["user"], found["agent"])
+
+
+def identity_to_keep(state: Any, context: Any) -> dict[str, Any] | None:
+    """The state update that keeps the identity of a run given `context` (None: no change).
+
+    A run given no identity clears the one kept: only a run resumed, which does
+    not start over, uses the identity of the run before it.
+    """
+    kept = kept_identity(state)
+    try:
+        who = _identity_in(context)
+    except InvalidRequest:  # the model call says why, or the resolver is not the default
+        return {KEPT: None} if kept is not None else None
+    if who == kept:
+        return None
+    return {KEPT: {"account": who.account, "user": who.user, "agent": who.agent}}
+
+
+def _identity_in(context: Any) -> Identity:
     if isinstance(context, Identity):
         return context
     if isinstance(context, Mapping):

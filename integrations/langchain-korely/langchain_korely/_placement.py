@@ -19,6 +19,17 @@ and what tools returned is passed through `korely_memory.framing.neutralise`
 so that it is neither). Without a user message to carry them, memories are
 left out of the call.
 
+The agent's own instructions stay first however they are given: the block
+follows `create_agent`'s `system_prompt`, or, when the conversation begins
+with system messages of its own (`("system", ...)` in the input), the last of
+them.
+
+Two `KorelyMiddleware` in one agent (a person's memory and a team's) make one
+prompt: the middleware outside tells the one inside what it placed (`Placed`),
+and the inner one adds its facts after the outer's, without a second note, and
+its part in the same `<memory>` section, without neutralising that section as
+if the user had typed it.
+
 The volatile part goes into the user's message, not into a message of its own,
 because that is the one form every provider takes: LangChain's Anthropic and
 Gemini integrations refuse a system message after the first one, and a message
@@ -29,7 +40,10 @@ history keeps the user's words.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain.agents.middleware.types import ModelRequest
@@ -53,28 +67,108 @@ MEMORIES_POINTER = (
 OPEN, CLOSE = "<memory>", "</memory>"
 
 
+@dataclass(frozen=True)
+class Placed:
+    """What a middleware put in a model call's prompt, for a `KorelyMiddleware` inside it."""
+
+    passed: tuple[AnyMessage, ...]
+    """The messages it passed on, outside text already neutralised (neutralising is not
+    idempotent: a second pass would escape its escapes)."""
+    frame: AnyMessage | None
+    """The latest user message with the `<memory>` section at its start, if it put one."""
+    framed: str
+    """The text inside that section."""
+
+
+_PLACED: ContextVar[Placed | None] = ContextVar("korely_placed", default=None)
+
+
+@contextmanager
+def placing(
+    request: ModelRequest[Any],
+    block: ContextBlock,
+    placement: Placement,
+    cache_marker: Mapping[str, Any] | None,
+) -> Iterator[ModelRequest[Any]]:
+    """`request` with `block` in its prompt (`with_block`), added to what a `KorelyMiddleware`
+    outside this one placed; a `KorelyMiddleware` inside adds to it in turn."""
+    placed, record = with_block(request, block, placement, cache_marker, _PLACED.get())
+    token = _PLACED.set(record)
+    try:
+        yield placed
+    finally:
+        _PLACED.reset(token)
+
+
 def with_block(
     request: ModelRequest[Any],
     block: ContextBlock,
     placement: Placement,
     cache_marker: Mapping[str, Any] | None,
-) -> ModelRequest[Any]:
-    """`request` with `block` placed in its prompt, and outside text neutralised."""
-    messages = [_neutralised(m) for m in request.messages]
+    outer: Placed | None = None,
+) -> tuple[ModelRequest[Any], Placed]:
+    """`request` with `block` placed in its prompt, and outside text neutralised; and what was
+    placed. With `outer`, what a middleware outside placed, the note is not repeated and the
+    `<memory>` section is shared."""
+    done = outer.passed if outer is not None else ()
+    messages = [m if any(m is d for d in done) else _neutralised(m) for m in request.messages]
     latest = latest_user_message(messages)
     if placement == "system":
         quoted = block.memories_text if latest is not None else ""
-        note = f"{block.stable}\n{MEMORIES_POINTER}" if quoted else block.stable
+        lines = [block.stable, MEMORIES_POINTER] if quoted else [block.stable]
         rest = block.facts_text
     else:
-        note = f"{block.stable}\n{POINTER}"
+        lines = [block.stable, POINTER]
         # Without a user message to carry it, the rest stays with the note, memories aside.
         quoted, rest = (block.volatile, "") if latest is not None else ("", block.facts_text)
-    system = _system(request.system_message, note, rest, cache_marker)
-    if quoted:
-        assert latest is not None
-        messages[latest] = _framed(messages[latest], quoted)
-    return request.override(system_message=system, messages=messages)
+    system = _with_note(request.system_message, messages, lines, rest, cache_marker, outer)
+    framed = _with_frame(messages, latest, quoted, outer)
+    placed = request.override(system_message=system, messages=messages)
+    frame = messages[latest] if framed and latest is not None else None
+    return placed, Placed(tuple(messages), frame, framed)
+
+
+def _with_note(
+    system: SystemMessage | None,
+    messages: list[AnyMessage],
+    lines: Sequence[str],
+    rest: str,
+    cache_marker: Mapping[str, Any] | None,
+    outer: Placed | None,
+) -> SystemMessage | None:
+    """Put the note's lines and the rest after the agent's own instructions: in `system`,
+    returned, or in the last of the system messages the conversation begins with (the agent's
+    instructions given as input messages), changed in `messages`."""
+    own = 0
+    while own < len(messages) and isinstance(messages[own], SystemMessage):
+        own += 1
+    prompt = messages[own - 1] if own else system
+    if outer is not None and prompt is not None:  # the note is there once, from outside
+        lines = [line for line in lines if line not in prompt.text]
+    assert prompt is None or isinstance(prompt, SystemMessage)
+    merged = _system(prompt, "\n".join(lines), rest, cache_marker)
+    if not own:
+        return merged
+    messages[own - 1] = merged
+    return system
+
+
+def _with_frame(
+    messages: list[AnyMessage], latest: int | None, quoted: str, outer: Placed | None
+) -> str:
+    """Put `quoted` in a `<memory>` section at the start of the latest user message, in
+    `messages`: the section `outer` put there, or a new one. The text in the section."""
+    if latest is None:
+        return ""
+    if outer is None or outer.frame is None or messages[latest] is not outer.frame:
+        if quoted:
+            messages[latest] = _framed(messages[latest], quoted)
+        return quoted
+    if not quoted:
+        return outer.framed
+    framed = f"{outer.framed}\n\n{quoted}"
+    messages[latest] = _reframed(messages[latest], outer.framed, framed)
+    return framed
 
 
 def placed_texts(block: ContextBlock, placement: Placement, messages: Sequence[Any]) -> list[str]:
@@ -141,23 +235,37 @@ def _framed(message: Any, text: str) -> Any:
     return message.model_copy(update={"content": framed})
 
 
+def _reframed(message: Any, old: str, text: str) -> Any:
+    """`message`, whose `<memory>` section holds `old`, with that section holding `text`."""
+    before, after = volatile_frame(old), volatile_frame(text)
+    content = message.content
+    reframed: str | list[str | dict[Any, Any]]
+    if isinstance(content, str):
+        reframed = after + content.removeprefix(before)
+    else:
+        reframed = [{"type": "text", "text": after}, *content[1:]]
+    return message.model_copy(update={"content": reframed})
+
+
 def _system(
     system: SystemMessage | None,
     note: str,
     rest: str,
     cache_marker: Mapping[str, Any] | None,
 ) -> SystemMessage:
-    """The agent's system message, its own content first and where it was, then ours."""
+    """The agent's system message, its own content first and where it was, then ours: the note
+    (nothing when a middleware outside put it there), then the rest."""
     content: Any = system.content if system is not None else ""
+    added = "\n\n".join(part for part in (note, rest) if part)
     if cache_marker is None and isinstance(content, str):
-        added = f"{note}\n\n{rest}" if rest else note
-        merged: Any = f"{content}\n\n{added}" if content else added
+        merged: Any = "\n\n".join(part for part in (content, added) if part)
     else:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [*content]
         if blocks == [{"type": "text", "text": ""}]:
             blocks = []
-        if cache_marker is None:
-            blocks.append({"type": "text", "text": f"{note}\n\n{rest}" if rest else note})
+        if cache_marker is None or not note:
+            if added:
+                blocks.append({"type": "text", "text": added})
         else:
             blocks.append({"type": "text", "text": note, **cache_marker})
             if rest:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Optional
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
-    AgentState,
     ModelRequest,
     ModelResponse,
 )
@@ -21,18 +20,29 @@ from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, lim
 from korely_memory.capture import Extractor
 from korely_memory.capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
 from korely_memory.tools import FORGET
-from langchain_korely._capturing import run_turn
-from langchain_korely._checks import check_options, check_reached, check_tool_names
+from langchain_korely._capturing import Pairs, Speaker, run_turn, said_by_the_person
+from langchain_korely._checks import (
+    check_capture_from,
+    check_options,
+    check_reached,
+    check_tool_names,
+)
 from langchain_korely._events import watching
-from langchain_korely._identity import IdentityResolver, RunView, identity_from_context
-from langchain_korely._placement import Placement, placed_texts, with_block
+from langchain_korely._identity import (
+    IdentityResolver,
+    KorelyState,
+    RunView,
+    identity_from_context,
+    identity_to_keep,
+)
+from langchain_korely._placement import Placement, placed_texts, placing
 from langchain_korely._turns import Turn, TurnKey, Turns, thread_of, turn_of
 from langchain_korely.tools import KorelyTool, check_tool_prefix, korely_tools
 
 logger = logging.getLogger("langchain_korely")
 
 
-class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
+class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
     """Gives an agent the identity's memory in its prompt, and the memory tools.
 
     The block (changes since this reader last read, known facts, relevant
@@ -41,7 +51,8 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
     retry and the run resumed after an interrupt get the same block, until the
     agent's own tools write (the next model call then reads again). The block
     is never put in the graph's state: no stream mode, no event and no
-    checkpoint carries it.
+    checkpoint carries it. The run's identity is (`KorelyState`): a run resumed
+    from its checkpoint needs no `context=` again.
 
     Changes shown are held, not spent, and acknowledged when the run finishes,
     once a model call with the block in its prompt has answered: they are in
@@ -67,6 +78,8 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         ```
     """
 
+    state_schema = KorelyState
+
     def __init__(
         self,
         engine: MemoryEngine,
@@ -86,6 +99,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         capture_inline: bool = False,
         capture_delay: float = DEFAULT_DELAY,
         keep_excerpts: bool = False,
+        capture_from: Speaker | None = None,
     ) -> None:
         """Configure the middleware.
 
@@ -132,6 +146,11 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
                 blocks as quoted speech, found by `recall`), besides the facts drawn
                 from it. Off by default: only the facts are kept, which the person
                 can see, correct and erase under their keys.
+            capture_from: Which user messages are the run's person's words, the only ones
+                captured: a function `(message, identity) -> bool`. By default a message
+                without a `name`, or named after the identity's user; in a group chat
+                (`HumanMessage(..., name=...)`) the others' words are left out, and a turn
+                in which the person said nothing is not captured.
 
         Raises:
             InvalidRequest: An argument is not one the middleware takes; `field`
@@ -144,6 +163,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         limits.check_max_facts(max_facts)
         check_tool_prefix(tool_prefix)
         check_capture(capture, capture_inline, capture_delay, keep_excerpts)
+        check_capture_from(capture_from, capture)
         name = check_options(
             placement, on_error, read_only, cache_marker, identity_from, name, tool_prefix
         )
@@ -174,6 +194,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         self.capture, self.capture_inline = capture, capture_inline
         self.capture_delay = capture_delay
         self.keep_excerpts = keep_excerpts
+        self.capture_from: Speaker = capture_from or said_by_the_person
         self._captures = None
         if capture is not None:
             self._captures = Captures(
@@ -186,6 +207,20 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         """The middleware's name in the graph (its nodes are named after it)."""
         return self._name
 
+    def before_agent(self, state: KorelyState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Keep the identity the run was given in its state: a run resumed from the checkpoint
+        without `context=` takes it from there (see `identity_from_context`). Only with the
+        default resolver; a resolver of the application's is asked on every run."""
+        if self.identity_from is not identity_from_context:
+            return None
+        return identity_to_keep(state, runtime.context)
+
+    async def abefore_agent(
+        self, state: KorelyState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `before_agent`."""
+        return self.before_agent(state, runtime)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
@@ -196,9 +231,12 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         turn = self._turns.find(key) or self._read(key, self._turns.held(key))
         if turn.block is None:
             return handler(request)
-        with watching(*self._watched(turn.block, request)) as watch:
+        with (
+            watching(*self._watched(turn.block, request)) as watch,
+            placing(request, turn.block, self.placement, self.cache_marker) as placed,
+        ):
             try:
-                response = handler(self._placed(request, turn.block))
+                response = handler(placed)
             except BaseException:
                 self._turns.failed(key, turn)
                 raise
@@ -216,9 +254,12 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         turn = self._turns.find(key) or await self._aread(key, self._turns.held(key))
         if turn.block is None:
             return await handler(request)
-        with watching(*self._watched(turn.block, request)) as watch:
+        with (
+            watching(*self._watched(turn.block, request)) as watch,
+            placing(request, turn.block, self.placement, self.cache_marker) as placed,
+        ):
             try:
-                response = await handler(self._placed(request, turn.block))
+                response = await handler(placed)
             except BaseException:
                 self._turns.failed(key, turn)
                 raise
@@ -230,7 +271,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
     # `RunnableConfig` or `Optional[RunnableConfig]`; `RunnableConfig | None` is not passed.
     def after_agent(
         self,
-        state: AgentState[Any],
+        state: KorelyState,
         runtime: Runtime[Any],
         config: Optional[RunnableConfig] = None,  # noqa: UP045
     ) -> None:
@@ -246,11 +287,11 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
             except Exception:
                 logger.warning("could not acknowledge a korely-memory block", exc_info=True)
         if self._captures is not None:
-            self._captures.finished(who, *run_turn(seen, messages, self._forget_tools))
+            self._captures.finished(who, *self._run_turn(who, seen, messages))
 
     async def aafter_agent(
         self,
-        state: AgentState[Any],
+        state: KorelyState,
         runtime: Runtime[Any],
         config: Optional[RunnableConfig] = None,  # noqa: UP045
     ) -> None:
@@ -265,10 +306,10 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
             except Exception:
                 logger.warning("could not acknowledge a korely-memory block", exc_info=True)
         if self._captures is not None:
-            await self._captures.afinished(who, *run_turn(seen, messages, self._forget_tools))
+            await self._captures.afinished(who, *self._run_turn(who, seen, messages))
 
     def _finished(
-        self, state: AgentState[Any], runtime: Runtime[Any], config: RunnableConfig | None
+        self, state: KorelyState, runtime: Runtime[Any], config: RunnableConfig | None
     ) -> tuple[Identity, Mapping[str, Any], list[Any], str | None] | None:
         """The finished run's identity, config and messages, and the receipt to spend: that of
         the turn's block, when a model answered with it."""
@@ -284,6 +325,14 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         if turn is not None and turn.reached and turn.block is not None:
             receipt = turn.block.receipt
         return who, config or {}, messages, receipt
+
+    def _run_turn(
+        self, who: Identity, config: Mapping[str, Any], messages: list[Any]
+    ) -> tuple[Hashable | None, Hashable, Pairs, bool]:
+        """What the finished run gives capture: the person's words only (`capture_from`)."""
+        return run_turn(
+            config, messages, self._forget_tools, lambda message: self.capture_from(message, who)
+        )
 
     def _turn_key(self, request: ModelRequest[Any]) -> TurnKey:
         check_tool_names(self.tools, request.tools, self.name)
@@ -327,9 +376,6 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[AgentState[Any], Any]):
         turn = Turn(block, key.query, self._turns.now())
         self._turns.keep(key, turn)
         return turn
-
-    def _placed(self, request: ModelRequest[Any], block: ContextBlock) -> ModelRequest[Any]:
-        return with_block(request, block, self.placement, self.cache_marker)
 
     def _watched(
         self, block: ContextBlock, request: ModelRequest[Any]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -125,6 +125,27 @@ class ScriptedChatModel(BaseChatModel):
     def prompts(self) -> list[str]:
         """Each call's whole prompt as one text."""
         return [prompt_text(m) for m in self.received]
+
+
+class RecordingFakeChatModel(GenericFakeChatModel):
+    """LangChain's `GenericFakeChatModel` (its replies from `messages`), keeping every prompt.
+
+    It takes any tools offered (`GenericFakeChatModel` binds none), as a model with tool
+    calling would; its replies may call them.
+    """
+
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordingFakeChatModel:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.received.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def fake(*replies: AIMessage | str) -> RecordingFakeChatModel:
+    return RecordingFakeChatModel(messages=iter(replies))
 
 
 def scripted(*replies: Reply) -> ScriptedChatModel:

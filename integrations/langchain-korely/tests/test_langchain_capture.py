@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
@@ -209,6 +210,80 @@ async def test_the_excerpt_is_the_runs_user_turn_without_tool_traffic(
     )
 
 
+GROUP_TURN = [
+    HumanMessage("Marco here: I moved to Oslo.", name="marco"),
+    HumanMessage("And I moved to Milan.", name="giulia"),
+    HumanMessage("Welcome, both!", name="anna"),
+]
+
+
+async def group_turn(agent: Any, giulia: Identity, use_async: bool, *said: HumanMessage) -> None:
+    state = {"messages": list(said)}
+    if use_async:
+        await agent.ainvoke(state, context=giulia)
+    else:
+        agent.invoke(state, context=giulia)
+
+
+@pytest.mark.asyncio
+async def test_in_a_group_chat_only_the_persons_own_words_are_captured(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    extraction = scripted(operations(MILAN | {"action": "record"}))
+    agent, _ = agents(
+        scripted("Noted, Milan and Oslo."), korely_extractor(extraction), capture_inline=True
+    )
+
+    await group_turn(agent, giulia, use_async, *GROUP_TURN)
+
+    [prompt] = extraction.received
+    assert excerpt_of(prompt[0].text) == [
+        "user: And I moved to Milan.",
+        "assistant: Noted, Milan and Oslo.",
+    ]
+    assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Milan"]
+
+
+@pytest.mark.asyncio
+async def test_a_turn_in_which_the_person_said_nothing_is_not_captured(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    extraction = scripted(operations(ROME))
+    agent, middleware = agents(
+        scripted("Welcome!"), korely_extractor(extraction), capture_inline=True
+    )
+
+    await group_turn(agent, giulia, use_async, GROUP_TURN[0], GROUP_TURN[2])
+
+    assert extraction.received == []
+    assert engine.get_facts(giulia) == [] and middleware.capture_stats.captured == 0
+
+
+@pytest.mark.asyncio
+async def test_capture_from_says_whose_words_are_the_persons(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    display_names = {"giulia": "Giulia R."}
+
+    def by_display_name(message: HumanMessage, who: Identity) -> bool:
+        return message.name == display_names.get(who.user or "")
+
+    extraction = scripted(operations(), operations())
+    chat = scripted("Noted.", "Noted.")
+    agent, _ = agents(chat, korely_extractor(extraction), capture_inline=True,
+                      capture_from=by_display_name)  # fmt: skip
+    everyone, _ = agents(chat, korely_extractor(extraction), capture_inline=True,
+                         capture_from=lambda message, who: True)  # fmt: skip
+
+    said = HumanMessage("I moved to Milan.", name="Giulia R.")
+    await group_turn(agent, giulia, use_async, HumanMessage("Hi all.", name="giulia"), said)
+    await group_turn(everyone, giulia, use_async, *GROUP_TURN)
+
+    mine, all_of_it = (excerpt_of(prompt[0].text) for prompt in extraction.received)
+    assert mine == ["user: I moved to Milan.", "assistant: Noted."]
+    assert all_of_it[:3] == [f"user: {m.text}" for m in GROUP_TURN]
+
+
 @pytest.mark.asyncio
 async def test_capture_writes_with_the_middlewares_reader_and_ceiling(
     engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
@@ -289,6 +364,8 @@ async def test_the_extraction_call_is_not_among_the_runs_events(
         ({"capture": lambda m, f: [], "capture_delay": True}, "capture_delay"),
         ({"capture": lambda m, f: [], "capture_delay": "2"}, "capture_delay"),
         ({"capture": lambda m, f: [], "capture_delay": 86400}, "capture_delay"),
+        ({"capture": lambda m, f: [], "capture_from": "giulia"}, "capture_from"),
+        ({"capture_from": lambda message, who: True}, "capture_from"),  # nothing captures
     ],
 )
 def test_bad_capture_options_are_refused_by_name(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_korely._capturing import run_excerpt, run_turn
+from korely_memory import Identity
+from langchain_korely._capturing import run_excerpt, run_turn, said_by_the_person
 
 
 def test_the_excerpt_is_the_latest_user_turn_without_tool_traffic() -> None:
@@ -50,3 +51,18 @@ def test_a_runs_conversation_is_its_thread() -> None:
     pairs = (("user", "Hi"), ("assistant", "Hello!"))
     assert run_turn({"configurable": {"thread_id": "t"}}, messages) == ("t", "1", pairs, False)
     assert run_turn({}, messages) == (None, "1", pairs, False)
+
+
+def test_of_the_user_messages_only_those_said_accepts_are_in_the_excerpt() -> None:
+    messages = [
+        HumanMessage("I moved to Oslo.", name="marco", id="1"),
+        HumanMessage("I moved to Milan.", name="giulia", id="2"),
+        HumanMessage("Me too.", id="3"),
+        AIMessage("Noted."),
+    ]
+    who = Identity("acme", "giulia", "support-copilot")
+    pairs = (("user", "I moved to Milan."), ("user", "Me too."), ("assistant", "Noted."))
+    assert run_excerpt(messages, (), lambda m: said_by_the_person(m, who)) == ("3", pairs, False)
+    assert run_excerpt(messages)[1][0] == ("user", "I moved to Oslo.")  # without said: all
+    team = Identity("acme", None, "support-copilot")  # no user: only messages without a name
+    assert run_excerpt(messages, (), lambda m: said_by_the_person(m, team))[1][0] == pairs[1]
