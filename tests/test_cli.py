@@ -193,7 +193,7 @@ def test_forget_ends_a_fact_and_erase_removes_its_words_and_excerpts(
     assert "no true fact" in one_error(missing, "not_found")
 
 
-# -- a name the memory never saw -----------------------------------------------------------------
+# -- a name the memory never saw --------------------------------------------------------------
 
 
 def test_erase_user_of_a_name_the_memory_never_saw_erases_nothing_and_fails(
@@ -235,7 +235,7 @@ def test_admins_revoke_of_someone_not_on_the_list_fails_and_names_near_matches(
     )
 
 
-# -- who the memory holds --------------------------------------------------------------------------
+# -- who the memory holds ---------------------------------------------------------------------
 
 
 def test_people_agents_and_readers_list_who_the_memory_holds_with_counts(
@@ -295,7 +295,7 @@ def test_facts_of_an_agent_no_one_wrote_under_names_the_agents_it_may_mean(
     assert empty.stdout == "(no facts)\n" and empty.stderr == ""
 
 
-# -- an export read back ----------------------------------------------------------------------------
+# -- an export read back -----------------------------------------------------------------------
 
 
 def test_import_user_restores_an_erased_person_from_the_export_file(
