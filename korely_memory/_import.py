@@ -182,6 +182,8 @@ def _fact(value: Any, where: str, scopes: Sequence[Scope | None]) -> Fact:
         raise InvalidRequest(at + "key", error.message.removeprefix("key: ")) from None
     if normal != key:
         raise InvalidRequest(at + "key", f"is not a key as the memory writes one: {key!r}")
+    if len(_text(v, "content", at + "content")) > _validation.MAX_CONTENT:
+        raise InvalidRequest(at + "content", f"is over {_validation.MAX_CONTENT} characters")
     fields: dict[str, Any] = {
         "id": _id(v, "id", at + "id"),
         "account": _name(v, "account", at + "account"),

@@ -199,7 +199,7 @@ def _set_admin(ctx: click.Context, account: str, user: str, *, grant: bool) -> N
         if user not in listed:
             hint = did_you_mean(user, listed)
             raise NotFound(
-                f"{user!r} is not on the administrators' list of {account!r}{hint}; nothing revoked"
+                f"nothing revoked: {user!r} is not on the administrators' list of {account!r}{hint}"
             )
     (engine.grant_admin if grant else engine.revoke_admin)(account, user)
     settings: Settings = ctx.obj

@@ -104,10 +104,10 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool, missing_o
             users = known_users(conn, account)
         if account not in accounts:
             hint = did_you_mean(account, accounts)
-            raise NotFound(f"the memory holds nothing in account {account!r}{hint}; nothing erased")
+            raise NotFound(f"nothing erased: the memory holds nothing in account {account!r}{hint}")
         hint = did_you_mean(user, users)
         raise NotFound(
-            f"the memory holds nothing about {user!r} in {account!r}{hint}; nothing erased"
+            f"nothing erased: the memory holds nothing about {user!r} in {account!r}{hint}"
         )
     if not yes:
         click.confirm(
