@@ -175,8 +175,11 @@ def _read_only(url: URL) -> Engine | None:
         return None
     if url.query.get("uri") in ("true", "1") or path.startswith("file:"):
         return None
-    with open(path, "rb") as file:
-        header = file.read(20)
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:  # unreadable, or a folder: SQLite says so, in one line
+        return None
     if header.startswith(b"SQLite format 3\x00") and header[18:19] == b"\x02":
         return None  # WAL already: the engine changes nothing of it
     uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
