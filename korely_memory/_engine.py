@@ -244,6 +244,7 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
     acapture = _twin(MemoryMethods.capture)
     aerase_user = _twin(UpkeepMethods.erase_user)
     aexport_user = _twin(UpkeepMethods.export_user)
+    aimport_user = _twin(UpkeepMethods.import_user)
     ascrub = _twin(UpkeepMethods.scrub)
     adelete_reader = _twin(UpkeepMethods.delete_reader)
     atrim = _twin(UpkeepMethods.trim)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from . import _database, _erasure, _export, _marks, _validation
+from . import _database, _erasure, _export, _import, _marks, _validation
 from ._engine_core import EngineCore, Moment
 from ._errors import InvalidRequest
 from ._schema import Base
@@ -90,6 +92,42 @@ class UpkeepMethods(EngineCore):
         return self._read(
             lambda conn: _export.gather(conn, account, user, self._now(conn)), snapshot=True
         )
+
+    def import_user(self, export: _export.UserExport | Mapping[str, Any]) -> _export.UserExport:
+        """Restore a person from what ``export_user`` gave: the inverse of an export and erasure.
+
+        Every version of their facts and proposals and every memory is written
+        under a new id, with the times it had; replacement chains, source
+        memories and read marks follow the new ids. Confirmed account facts
+        are the account's and are not written: those the database still holds
+        under the pseudonym an erasure gave them name the person again. A mark
+        is restored when its version is restored or still in the database
+        about the same subject. All of it in one transaction: a refusal or a
+        failure leaves the database as it was.
+
+        Args:
+            export: A ``UserExport``, or the JSON-ready data ``to_dict()`` gives
+                (as read back from the JSON file), headed
+                ``"format": "korely-user-export/1"``.
+
+        Returns:
+            What the memory now holds about the person, as ``export_user``
+            returns it (with the new ids).
+
+        Raises:
+            InvalidRequest: ``format`` is another than ``korely-user-export/1``,
+                a field is missing or breaks its rule (``field`` names it, such
+                as ``facts[2].key``), or the memory already holds something of
+                the person (``user``): an import never merges into their data.
+        """
+        data = export.to_dict() if isinstance(export, _export.UserExport) else export
+        parsed = _import.parse(data)
+
+        def work(conn: Connection) -> _export.UserExport:
+            _import.restore(conn, parsed, self._words)
+            return _export.gather(conn, parsed.account, parsed.user, self._now(conn))
+
+        return self._write(work)
 
     def delete_reader(self, account: str, reader: str) -> int:
         """Delete every read mark kept for ``reader`` in ``account``.

@@ -46,3 +46,29 @@ def fill(url: str, giulia: Identity) -> dict[str, int]:
         engine.add_memory(giulia, "Giulia asked about her running shoes")
         engine.remember(TEAM, "handover", "Check the overnight queue first")
     return {"rome": first.id, "office": office.id, "hours": hours.id}
+
+
+def without_ids(data: dict[str, Any]) -> dict[str, Any]:
+    """An export's data with every id replaced by its place, so that two exports of the same
+    rows under other ids compare equal; ``exported_at`` left out."""
+    places: dict[int, str] = {}
+    for part in ("facts", "proposals", "account_facts"):
+        for i, f in enumerate(data[part]):
+            places[f["id"]] = f"{part}[{i}]"
+    memories = {m["id"]: f"memories[{i}]" for i, m in enumerate(data["memories"])}
+
+    def fact(f: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **f,
+            "id": places[f["id"]],
+            "replaced_by_id": places.get(f["replaced_by_id"], f["replaced_by_id"]),
+            "source_memory_id": memories.get(f["source_memory_id"], f["source_memory_id"]),
+        }
+
+    marks = [{**m, "fact_id": places.get(m["fact_id"], "elsewhere")} for m in data["marks"]]
+    return {
+        **{k: v for k, v in data.items() if k != "exported_at"},
+        **{part: [fact(f) for f in data[part]] for part in ("facts", "proposals", "account_facts")},
+        "memories": [{**m, "id": memories[m["id"]]} for m in data["memories"]],
+        "marks": sorted(marks, key=lambda m: (m["reader"], m["subject"], m["first_read_at"])),
+    }

@@ -10,7 +10,7 @@ from pathlib import Path
 from korely_memory import Identity, MemoryEngine
 from korely_memory._migrations import HEAD
 
-from .cli_helpers import MARCO, as_json, fill, korely, one_error
+from .cli_helpers import MARCO, as_json, fill, korely, one_error, without_ids
 
 
 def test_facts_shows_what_is_true_and_history_every_version(db_url: str, giulia: Identity) -> None:
@@ -191,3 +191,148 @@ def test_forget_ends_a_fact_and_erase_removes_its_words_and_excerpts(
         assert all(v.content == "" for v in engine.history(giulia, "health"))
     missing = korely("--url", db_url, "forget", "acme", "giulia", "support-copilot", "health")
     assert "no true fact" in one_error(missing, "not_found")
+
+
+# -- a name the memory never saw --------------------------------------------------------------
+
+
+def test_erase_user_of_a_name_the_memory_never_saw_erases_nothing_and_fails(
+    db_url: str, giulia: Identity
+) -> None:
+    fill(db_url, giulia)
+
+    typo = korely("--url", db_url, "erase-user", "acme", "Giulia", "--yes")
+    said = one_error(typo, "not_found")
+    assert typo.exit_code == 1
+    assert "nothing about 'Giulia' in 'acme'; did you mean 'giulia'?" in said
+    assert "nothing erased" in said
+    wrong_account = one_error(korely("--url", db_url, "erase-user", "acme2", "giulia"), "not_found")
+    assert "account 'acme2'; did you mean 'acme'?" in wrong_account  # asked nothing first
+    nobody = one_error(korely("--url", db_url, "erase-user", "acme", "zzz", "--yes"), "not_found")
+    assert "did you mean" not in nobody
+    assert as_json(korely("--url", db_url, "export-user", "acme", "giulia"))["facts"]
+    assert as_json(korely("--url", db_url, "--json", "stats"))["erasures"] == 0
+
+    erased = korely("--url", db_url, "erase-user", "acme", "giulia", "--yes")
+    assert erased.exit_code == 0, erased.stderr
+    again = korely("--url", db_url, "erase-user", "acme", "giulia", "--yes")
+    assert "nothing about 'giulia'" in one_error(again, "not_found")
+    retried = korely("--url", db_url, "--json", "erase-user", "acme", "giulia", "--missing-ok")
+    assert as_json(retried) == {"account": "acme", "user": "giulia", "erased": False}
+
+
+def test_admins_revoke_of_someone_not_on_the_list_fails_and_names_near_matches(
+    db_url: str, giulia: Identity
+) -> None:
+    fill(db_url, giulia)
+    typo = korely("--url", db_url, "admins", "revoke", "acme", "Anna")
+    said = one_error(typo, "not_found")
+    assert typo.exit_code == 1
+    assert "'Anna' is not on the administrators' list of 'acme'; did you mean 'anna'?" in said
+    assert as_json(korely("--url", db_url, "--json", "admins", "acme")) == ["anna"]
+    assert "did you mean" not in one_error(
+        korely("--url", db_url, "admins", "revoke", "globex", "anna"), "not_found"
+    )
+
+
+# -- who the memory holds ---------------------------------------------------------------------
+
+
+def test_people_agents_and_readers_list_who_the_memory_holds_with_counts(
+    db_url: str, giulia: Identity
+) -> None:
+    fill(db_url, giulia)
+    with MemoryEngine(db_url) as engine:
+        engine.remember(Identity("globex", "ivan", "support-copilot"), "pet", "Ivan has a dog")
+
+    assert as_json(korely("--url", db_url, "--json", "people")) == [
+        {"account": "acme", "user": "giulia", "facts": 2, "versions": 3, "memories": 1},
+        {"account": "acme", "user": "marco", "facts": 1, "versions": 1, "memories": 0},
+        {"account": "globex", "user": "ivan", "facts": 1, "versions": 1, "memories": 0},
+    ]
+    stats = as_json(korely("--url", db_url, "--json", "stats"))
+    assert stats["people"] == 3
+    assert as_json(korely("--url", db_url, "--json", "agents", "acme")) == [
+        {
+            "account": "acme",
+            "agent": "night-shift",
+            "people": 0,
+            "facts": 1,
+            "account_facts": 0,
+            "memories": 0,
+        },
+        {
+            "account": "acme",
+            "agent": "support-copilot",
+            "people": 2,
+            "facts": 3,  # Milan, and the two proposals
+            "account_facts": 0,
+            "memories": 1,
+        },
+    ]
+    readers = as_json(korely("--url", db_url, "--json", "readers"))
+    assert [(r["reader"], r["marks"], r["people"], r["changes_untold"]) for r in readers] == [
+        ("support-bot", 1, 1, 1)
+    ]
+    shown = korely("--url", db_url, "people", "globex").stdout.splitlines()
+    assert shown[0].split() == ["account", "user", "facts", "versions", "memories"]
+    assert shown[2].split() == ["globex", "ivan", "1", "1", "0"] and len(shown) == 3
+    assert korely("--url", db_url, "readers", "globex").stdout == "(no readers)\n"
+    one_error(korely("--url", db_url, "people", "a/b"), "invalid_request")
+
+
+def test_facts_of_an_agent_no_one_wrote_under_names_the_agents_it_may_mean(
+    db_url: str, giulia: Identity
+) -> None:
+    fill(db_url, giulia)
+    typo = korely("--url", db_url, "--json", "facts", "acme", "giulia", "Support-Copilot")
+    assert typo.exit_code == 0 and json.loads(typo.stdout) == []
+    assert typo.stderr == (
+        "korely: no agent 'Support-Copilot' holds anything in 'acme'; did you mean "
+        "'support-copilot'? (korely agents acme lists them)\n"
+    )
+    empty = korely("--url", db_url, "facts", "acme", "nobody", "support-copilot")
+    assert empty.stdout == "(no facts)\n" and empty.stderr == ""
+
+
+# -- an export read back -----------------------------------------------------------------------
+
+
+def test_import_user_restores_an_erased_person_from_the_export_file(
+    db_url: str, tmp_path: Path, giulia: Identity
+) -> None:
+    fill(db_url, giulia)
+    file = tmp_path / "giulia.json"
+    korely("--url", db_url, "export-user", "acme", "giulia", "-o", str(file))
+    first = json.loads(file.read_text())
+    korely("--url", db_url, "erase-user", "acme", "giulia", "--yes")
+
+    done = korely("--url", db_url, "--json", "import-user", str(file))
+
+    assert as_json(done) == {
+        "account": "acme",
+        "user": "giulia",
+        "facts": 2,
+        "proposals": 1,
+        "account_facts": 0,
+        "memories": 1,
+        "marks": 1,
+        "administrator": False,
+    }
+    again = as_json(korely("--url", db_url, "export-user", "acme", "giulia"))
+    assert without_ids(again) == without_ids(first)
+    refused = korely("--url", db_url, "import-user", str(file))
+    assert "user: the memory already holds data about 'giulia'" in one_error(
+        refused, "invalid_request"
+    )
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**first, "format": "korely-user-export/9"}))
+    korely("--url", db_url, "erase-user", "acme", "giulia", "--yes")
+    said = one_error(korely("--url", db_url, "import-user", str(other)), "invalid_request")
+    assert said.startswith("korely: invalid_request: format: is 'korely-user-export/9'")
+    other.write_text("{not json")
+    assert "is not JSON" in one_error(
+        korely("--url", db_url, "import-user", str(other)), "invalid_request"
+    )
+    assert as_json(korely("--url", db_url, "export-user", "acme", "giulia"))["facts"] == []

@@ -122,7 +122,7 @@ def test_db_upgrade_sql_prints_what_an_upgrade_runs(db_url: str) -> None:
 
 def test_errors_are_one_line_with_a_code(sqlite_url: str, tmp_path: Path, giulia: Identity) -> None:
     fill(sqlite_url, giulia)
-    one_error(korely("stats"), "invalid_request")  # no URL named
+    one_error(korely("--url", "", "stats"), "invalid_request")  # an empty URL names nothing
     assert "no database at" in one_error(
         korely("--url", f"sqlite:///{tmp_path}/typo.db", "stats"), "not_found"
     )
@@ -167,6 +167,62 @@ def test_the_url_comes_from_the_environment_and_options_go_after_the_command(
     assert as_json(from_env) == ["anna"]
     after = korely("admins", "acme", "--url", sqlite_url, "--json")
     assert as_json(after) == ["anna"]
+
+
+def test_without_url_or_environment_the_command_opens_the_engine_s_default_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, giulia: Identity
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KORELY_DATABASE_URL", raising=False)
+    missing = one_error(korely("stats"), "not_found")
+    assert "no database at korely-memory.db, the default" in missing
+    assert not (tmp_path / "korely-memory.db").exists()
+    with MemoryEngine() as engine:  # the engine's default: ./korely-memory.db
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+
+    here = as_json(korely("--json", "facts", "acme", "giulia", "support-copilot"))
+    assert [f["content"] for f in here] == ["Giulia lives in Rome"]
+
+    elsewhere = f"sqlite:///{tmp_path}/elsewhere.db"
+    korely("--url", elsewhere, "db", "upgrade")
+    env = {"KORELY_DATABASE_URL": elsewhere}
+    assert as_json(korely("--json", "stats", env=env))["facts"] == 0  # the variable, then
+    named = korely("--json", "stats", "--url", "sqlite:///korely-memory.db", env=env)
+    assert as_json(named)["facts"] == 1  # --url first of all
+
+
+def test_a_file_that_holds_no_memory_is_left_byte_for_byte(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    application = tmp_path / "application.db"
+    database = sqlite3.connect(application)
+    database.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    database.commit()
+    database.close()
+    for path in (empty, application):
+        before = path.read_bytes()
+        url = f"sqlite:///{path}"
+        for command in (["stats"], ["people"], ["facts", "acme", "giulia", "bot"]):
+            assert "holds no memory" in one_error(korely("--url", url, *command), "not_found")
+        assert as_json(korely("--url", url, "--json", "db", "current"))["revision"] == "empty"
+        one_error(korely("--url", url, "db", "check"), "schema_version")
+        assert path.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["application.db", "empty.db"]
+
+
+def test_export_user_into_a_folder_that_is_not_there_is_one_line(
+    sqlite_url: str, tmp_path: Path, giulia: Identity
+) -> None:
+    fill(sqlite_url, giulia)
+    target = tmp_path / "missing" / "dir" / "giulia.json"
+    said = one_error(
+        korely("--url", sqlite_url, "export-user", "acme", "giulia", "-o", str(target)),
+        "invalid_request",
+    )
+    assert said == (
+        f"korely: invalid_request: output: cannot write {str(target)!r}: No such file or directory"
+    )
+    assert not (tmp_path / "missing").exists()
 
 
 # -- as a process -----------------------------------------------------------------------------

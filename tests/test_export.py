@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import sqlite3
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from korely_memory import (
     Identity,
@@ -14,6 +18,9 @@ from korely_memory import (
     Scope,
     UserExport,
 )
+from korely_memory._database import resolve_url
+
+from .cli_helpers import without_ids
 
 GIULIA_SALES = Identity("acme", "giulia", "sales-assistant")
 MARCO = Identity("acme", "marco", "support-copilot")
@@ -157,3 +164,152 @@ def test_an_export_refuses_a_bad_name(
     with pytest.raises(InvalidRequest) as refused:
         engine.export_user(account, user)
     assert refused.value.field == field
+
+
+# -- import_user: an export read back ----------------------------------------------------------
+
+
+def test_an_export_erased_then_imported_exports_the_same_again(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    people(engine, giulia)
+    engine.add_memory(giulia, "Giulia moved to Milan in May")
+    first = engine.export_user("acme", "giulia").to_dict()
+    file = json.loads(json.dumps(first))  # as a file gives it back
+    engine.erase_user("acme", "giulia")
+
+    restored = engine.import_user(file)
+
+    again = engine.export_user("acme", "giulia").to_dict()
+    assert without_ids(again) == without_ids(first)
+    assert without_ids(restored.to_dict()) == without_ids(first)
+    assert {f["id"] for f in again["facts"]}.isdisjoint({f["id"] for f in first["facts"]})
+    milan = engine.get_context(giulia, "Where does Giulia live?").text
+    assert "Giulia lives in Milan" in milan and "Rome" not in milan
+    assert [m.content for m in engine.search_memories(giulia, "moved Milan")] == [
+        "Giulia moved to Milan in May"
+    ]
+    assert engine.is_admin("acme", "giulia")
+
+
+def counts(engine: MemoryEngine) -> dict[str, int]:
+    """How many rows each of the memory's tables holds."""
+    with engine.db.connect() as conn:
+        names = sa.inspect(conn).get_table_names()
+        return {
+            n: conn.execute(sa.text(f'SELECT count(*) FROM "{n}"')).scalar_one()
+            for n in sorted(names)
+            if n.startswith("korely_")
+        }
+
+
+def damaged(data: dict[str, Any], change: str) -> dict[str, Any]:
+    broken = copy.deepcopy(data)
+    if change == "format":
+        broken["format"] = "korely-user-export/2"
+    elif change == "no-format":
+        del broken["format"]
+    elif change == "key":
+        broken["facts"][1]["key"] = "Home City"
+    elif change == "time":
+        broken["facts"][0]["recorded_at"] = "yesterday"
+    elif change == "someone-else":
+        broken["memories"][0]["owner"] = "marco"
+    elif change == "two-true":
+        broken["facts"][2]["ended_recorded_at"] = broken["facts"][2]["end_cause"] = None
+    elif change == "last-mark":
+        broken["marks"][-1]["first_read_at"] = None
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ("format", "format"),
+        ("no-format", "format"),
+        ("key", "facts[1].key"),
+        ("time", "facts[0].recorded_at"),
+        ("someone-else", "memories[0]"),
+        ("two-true", "facts"),
+        ("last-mark", "marks[3].first_read_at"),
+    ],
+)
+def test_an_import_refuses_a_file_it_cannot_trust_by_field_and_changes_nothing(
+    engine: MemoryEngine, giulia: Identity, change: str, field: str
+) -> None:
+    people(engine, giulia)
+    data = engine.export_user("acme", "giulia").to_dict()
+    engine.erase_user("acme", "giulia")
+    before = counts(engine)
+
+    with pytest.raises(InvalidRequest) as refused:
+        engine.import_user(damaged(json.loads(json.dumps(data)), change))
+
+    assert refused.value.field == field
+    if field == "format":
+        assert "korely-user-export/1" in refused.value.message
+    assert counts(engine) == before
+
+
+def test_an_import_never_writes_over_a_person_the_memory_holds(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    people(engine, giulia)
+    data = engine.export_user("acme", "giulia")
+    before = counts(engine)
+
+    with pytest.raises(InvalidRequest) as refused:
+        engine.import_user(data)  # a UserExport is taken as it is, too
+
+    assert refused.value.field == "user" and "already holds" in refused.value.message
+    assert counts(engine) == before
+    engine.erase_user("acme", "giulia")
+    engine.add_memory(giulia, "Giulia came back")  # one memory is enough to refuse
+    with pytest.raises(InvalidRequest):
+        engine.import_user(data)
+
+
+def test_an_import_into_another_database_restores_her_own_rows(
+    engine: MemoryEngine, giulia: Identity, tmp_path: Any
+) -> None:
+    people(engine, giulia)
+    data = engine.export_user("acme", "giulia").to_dict()
+    with MemoryEngine(f"sqlite:///{tmp_path}/other.db") as other:
+        restored = other.import_user(data)
+        assert [f.content for f in restored.facts] == [f["content"] for f in data["facts"]]
+        assert len(restored.proposals) == 2 and len(restored.memories) == 2
+        # The account's facts are not hers to bring, nor are marks of versions not there.
+        assert restored.account_facts == ()
+        assert [m.reader for m in restored.marks] == ["support-bot"]
+        assert other.proposals("acme") == [
+            f for f in restored.proposals if f.scope == Scope.ACCOUNT_PROPOSED
+        ]
+
+
+def test_a_failure_half_way_through_an_import_leaves_the_database_as_it_was(
+    sqlite_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(sqlite_url) as engine:
+        people(engine, giulia)
+        data = engine.export_user("acme", "giulia").to_dict()
+        engine.erase_user("acme", "giulia")
+        before = counts(engine)
+    database = sqlite3.connect(resolve_url(sqlite_url).database or "")
+    database.execute(  # the last rows an import writes are marks and the grant
+        "CREATE TRIGGER refuse BEFORE INSERT ON korely_admins BEGIN SELECT RAISE(ABORT, 'no'); END"
+    )
+    database.commit()
+    database.close()
+    with MemoryEngine(sqlite_url) as engine:
+        with pytest.raises(sa.exc.IntegrityError):
+            engine.import_user(data)
+        assert counts(engine) == before
+        assert engine.export_user("acme", "giulia").facts == ()
+
+
+async def test_the_async_twin_imports_the_same(engine: MemoryEngine, giulia: Identity) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    data = engine.export_user("acme", "giulia").to_dict()
+    engine.erase_user("acme", "giulia")
+    restored = await engine.aimport_user(data)
+    assert [f.content for f in restored.facts] == ["Giulia lives in Rome"]

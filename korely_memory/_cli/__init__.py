@@ -7,7 +7,7 @@ korely_memory``.
 
 from __future__ import annotations
 
-from . import _db, _facts, _people, _upkeep  # noqa: F401  (each adds its commands)
+from . import _db, _facts, _lists, _people, _upkeep  # noqa: F401  (each adds its commands)
 from ._app import cli, main
 
 __all__ = ["cli", "main"]

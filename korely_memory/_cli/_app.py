@@ -1,7 +1,8 @@
 """The root command, its options, how it opens the database and how it reports an error.
 
-``--url`` (or ``$KORELY_DATABASE_URL``) and ``--json`` are taken before the
-command or after it. Every error is one line on stderr, ``korely: CODE:
+``--url`` and ``--json`` are taken before the command or after it; without
+``--url``, the database is ``$KORELY_DATABASE_URL``, else ``./korely-memory.db``,
+as for the engine. Every error is one line on stderr, ``korely: CODE:
 message``, with a non-zero exit status: 1 for an error of the memory or the
 database, 2 for a command line that does not parse.
 """
@@ -9,14 +10,18 @@ database, 2 for a command line that does not parse.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
+import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from .. import _database, _migrations, _validation
 from .._engine import MemoryEngine
@@ -104,7 +109,7 @@ def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         ctx.ensure_object(Settings).json = True
 
 
-URL_HELP = f"The database, as a SQLAlchemy URL (default: ${ENV})."
+URL_HELP = f"The database, as a SQLAlchemy URL (default: ${ENV}, else {_database.DEFAULT_URL})."
 
 
 def common(command: F) -> F:
@@ -123,9 +128,10 @@ def common(command: F) -> F:
 def cli(ctx: click.Context, url: str | None, as_json: bool) -> None:
     """See and change what the memory holds, and keep it in shape.
 
-    Names the database with --url or $KORELY_DATABASE_URL. Prints tables, or
-    JSON with --json. An error is one line, `korely: CODE: message`, and a
-    non-zero exit status.
+    Names the database with --url, else $KORELY_DATABASE_URL, else
+    ./korely-memory.db (as the engine does). Prints tables, or JSON with
+    --json. An error is one line, `korely: CODE: message`, and a non-zero exit
+    status.
     """
     ctx.obj = Settings(url=url, json=as_json)
 
@@ -139,20 +145,49 @@ def main() -> None:
 
 
 def database_url(settings: Settings, *, may_create: bool = False) -> URL:
-    """The URL named, refusing a SQLite file that is not there (a typo would make a new one).
+    """The URL named (``--url``, else ``$KORELY_DATABASE_URL``, else the engine's default),
+    refusing a SQLite file that is not there (a typo would make a new one).
 
     Raises:
-        InvalidRequest: No URL was named.
+        InvalidRequest: The URL is empty.
         NotFound: The SQLite file does not exist and ``may_create`` is False.
     """
-    if not settings.url:
-        raise InvalidRequest("url", f"name the database with --url or ${ENV}")
+    if settings.url == "":
+        raise InvalidRequest("url", f"must name a database (or leave out --url and ${ENV})")
     url = _database.resolve_url(settings.url)
     if url.get_backend_name() == "sqlite" and not _database.is_memory_sqlite(url):
         path = url.database or ""
         if not may_create and not os.path.exists(path):
-            raise NotFound(f"no database at {path} (korely db upgrade creates one)")
+            if settings.url or os.environ.get(ENV):
+                raise NotFound(f"no database at {path} (korely db upgrade creates one)")
+            raise NotFound(
+                f"no database at {path}, the default (name one with --url or ${ENV}; "
+                "korely db upgrade creates it)"
+            )
     return url
+
+
+def _read_only(url: URL) -> Engine | None:
+    """A SQLite file not in WAL mode (an empty file, another application's), opened read-only:
+    the engine's first connection would turn it into a WAL database. None for the others."""
+    path = url.database
+    if url.get_backend_name() != "sqlite" or _database.is_memory_sqlite(url) or not path:
+        return None
+    if url.query.get("uri") in ("true", "1") or path.startswith("file:"):
+        return None
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:  # unreadable, or a folder: SQLite says so, in one line
+        return None
+    if header.startswith(b"SQLite format 3\x00") and header[18:19] == b"\x02":
+        return None  # WAL already: the engine changes nothing of it
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    return sa.create_engine(
+        "sqlite://",
+        creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False),
+        poolclass=NullPool,
+    )
 
 
 def open_engine(ctx: click.Context) -> MemoryEngine:
@@ -163,7 +198,7 @@ def open_engine(ctx: click.Context) -> MemoryEngine:
         NotFound: The database holds none of the memory's tables (a wrong database or schema).
     """
     url = database_url(ctx.find_object(Settings) or Settings())
-    probe = _database.create(url)
+    probe = _read_only(url) or _database.create(url)
     try:
         with probe.connect() as conn:
             empty = _migrations.state(conn) == _migrations.EMPTY
@@ -176,10 +211,13 @@ def open_engine(ctx: click.Context) -> MemoryEngine:
     return engine
 
 
-def open_database(ctx: click.Context, *, may_create: bool = False) -> Engine:
-    """A SQLAlchemy engine on the database, without the memory's start-up check."""
+def open_database(
+    ctx: click.Context, *, may_create: bool = False, read_only: bool = False
+) -> Engine:
+    """A SQLAlchemy engine on the database, without the memory's start-up check; with
+    ``read_only``, a SQLite file is left byte for byte as it was."""
     url = database_url(ctx.find_object(Settings) or Settings(), may_create=may_create)
-    db = _database.create(url)
+    db = (_read_only(url) if read_only else None) or _database.create(url)
     ctx.call_on_close(db.dispose)
     return db
 

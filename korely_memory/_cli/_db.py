@@ -21,7 +21,7 @@ def db() -> None:
 @click.pass_context
 def current(ctx: click.Context) -> None:
     """The revision the database is at, and the one this version of korely-memory needs."""
-    with open_database(ctx).connect() as conn:
+    with open_database(ctx, read_only=True).connect() as conn:
         found = _migrations.state(conn)
     said = {"revision": found, "head": HEAD, "up_to_date": found == HEAD}
     emit(ctx.obj, said, lambda: pairs(said))
@@ -38,7 +38,7 @@ def check(ctx: click.Context) -> None:
     """
     from .._migrations._alembic import differences
 
-    with open_database(ctx).connect() as conn:
+    with open_database(ctx, read_only=True).connect() as conn:
         found = _migrations.state(conn)
         if found != HEAD:
             _migrations.refuse_unknown(found)
@@ -72,7 +72,7 @@ def upgrade(ctx: click.Context, sql: bool) -> None:
     from .._migrations._alembic import upgrade_sql
 
     if sql:
-        with open_database(ctx).connect() as conn:
+        with open_database(ctx, read_only=True).connect() as conn:
             found = _migrations.state(conn)
         if found not in (HEAD, _migrations.EMPTY):
             _migrations.refuse_unknown(found)

@@ -6,13 +6,15 @@ import datetime as dt
 
 import click
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from .. import _database, _validation, _versions
 from .._errors import NotFound
 from .._identity import Identity
 from .._schema import admins
 from ._app import ListByDefault, Settings, cli, common, moment_option, open_engine, user_or_none
-from ._output import emit, facts_table, table
+from ._lists import agents
+from ._output import did_you_mean, emit, facts_table, table
 
 
 @cli.command()
@@ -43,6 +45,15 @@ def facts(
     who = Identity(account, user_or_none(user), agent)
     found = engine.get_facts(who, as_of=as_of, known_as_of=known_as_of, include_invalidated=history)
     emit(ctx.obj, found, lambda: facts_table(found, versions=history))
+    if not found:
+        with _database.reading(engine.db) as conn:
+            known = [row["agent"] for row in agents(conn, account)]
+        if agent not in known:
+            click.echo(
+                f"korely: no agent {agent!r} holds anything in {account!r}"
+                f"{did_you_mean(agent, known)} (korely agents {account} lists them)",
+                err=True,
+            )
 
 
 @cli.command()
@@ -169,16 +180,27 @@ def admins_list(ctx: click.Context, account: str) -> None:
     _validation.name("account", account)
     engine = open_engine(ctx)
     with _database.reading(engine.db) as conn:
-        names = list(
-            conn.execute(
-                sa.select(admins.c.user).where(admins.c.account == account).order_by(admins.c.user)
-            ).scalars()
-        )
+        names = _admins_of(conn, account)
     emit(ctx.obj, names, lambda: table(["administrator"], [[n] for n in names], empty="none"))
+
+
+def _admins_of(conn: Connection, account: str) -> list[str]:
+    select = sa.select(admins.c.user).where(admins.c.account == account).order_by(admins.c.user)
+    return list(conn.execute(select).scalars())
 
 
 def _set_admin(ctx: click.Context, account: str, user: str, *, grant: bool) -> None:
     engine = open_engine(ctx)
+    if not grant:
+        _validation.name("account", account)
+        _validation.name("user", user)
+        with _database.reading(engine.db) as conn:
+            listed = _admins_of(conn, account)
+        if user not in listed:
+            hint = did_you_mean(user, listed)
+            raise NotFound(
+                f"nothing revoked: {user!r} is not on the administrators' list of {account!r}{hint}"
+            )
     (engine.grant_admin if grant else engine.revoke_admin)(account, user)
     settings: Settings = ctx.obj
     verb = "administers" if grant else "no longer administers"
@@ -205,5 +227,9 @@ def grant(ctx: click.Context, account: str, user: str) -> None:
 @common
 @click.pass_context
 def revoke(ctx: click.Context, account: str, user: str) -> None:
-    """Take administration of ACCOUNT away from USER."""
+    """Take administration of ACCOUNT away from USER.
+
+    Fails (not_found), naming the administrators it may have meant, when USER
+    is not on the memory's list.
+    """
     _set_admin(ctx, account, user, grant=False)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -78,3 +79,19 @@ def facts_table(found: Sequence[Fact], *, versions: bool = False, empty: str = "
             row += [f.ended_recorded_at, f.end_cause.value if f.end_cause else ""]
         rows.append(row)
     return table(headers, rows, empty=empty)
+
+
+def near(name: str, known: Iterable[str], *, most: int = 3) -> list[str]:
+    """The names of ``known`` that ``name`` may have meant: the same but for case first, then the
+    closest spellings."""
+    names = sorted(set(known))
+    folded = name.casefold()
+    same = [n for n in names if n.casefold() == folded and n != name]
+    close = difflib.get_close_matches(name, names, n=most, cutoff=0.6)
+    return [*same, *(n for n in close if n not in same and n != name)][:most]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'giulia'?"`` when ``known`` holds a name close to ``name``, else ''."""
+    found = near(name, known)
+    return f"; did you mean {' or '.join(repr(n) for n in found)}?" if found else ""

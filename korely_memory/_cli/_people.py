@@ -1,18 +1,25 @@
-"""A person's data: handed to them (``export-user``) or erased (``erase-user``)."""
+"""A person's data: handed to them (``export-user``), erased (``erase-user``) or restored from
+an export (``import-user``)."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import click
+import sqlalchemy as sa
 
-from .. import _validation
+from .. import _database, _validation
 from .._database import dialect_name
+from .._errors import InvalidRequest, NotFound
 from .._export import UserExport
+from .._import import holds_anything
+from .._schema import facts
 from ._app import Settings, cli, common, open_engine
-from ._output import emit, pairs
+from ._lists import known_accounts, known_users
+from ._output import did_you_mean, emit, pairs
 
 
 def _summary(export: UserExport) -> dict[str, int | bool]:
@@ -49,12 +56,16 @@ def export_user(ctx: click.Context, account: str, user: str, output: Path | None
     if output is None:
         click.echo(document)
         return
-    # Created unreadable to others before the first byte is written: it is personal data.
-    descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    if hasattr(os, "fchmod"):  # a file that was there keeps its mode otherwise
-        os.fchmod(descriptor, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(document + "\n")
+    # A folder that is not there is not made: a typo in the path would hide the file.
+    try:
+        # Created unreadable to others before the first byte is written: it is personal data.
+        descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if hasattr(os, "fchmod"):  # a file that was there keeps its mode otherwise
+            os.fchmod(descriptor, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(document + "\n")
+    except OSError as error:
+        raise InvalidRequest("output", f"cannot write {str(output)!r}: {error.strerror}") from None
     counts = _summary(export)
     emit(ctx.obj, {"file": str(output), **counts}, lambda: pairs({"file": output, **counts}))
 
@@ -63,18 +74,41 @@ def export_user(ctx: click.Context, account: str, user: str, output: Path | None
 @click.argument("account")
 @click.argument("user")
 @click.option("--yes", is_flag=True, help="Do not ask to confirm.")
+@click.option(
+    "--missing-ok",
+    is_flag=True,
+    help="Succeed when the memory holds nothing about USER (an erasure run again).",
+)
 @common
 @click.pass_context
-def erase_user(ctx: click.Context, account: str, user: str, yes: bool) -> None:
+def erase_user(ctx: click.Context, account: str, user: str, yes: bool, missing_ok: bool) -> None:
     """Delete everything about USER in ACCOUNT, for every reader, and print what went.
 
     Confirmed account facts they stated stay, their name replaced by a
     pseudonym. On PostgreSQL, run `korely scrub` afterwards to remove the
-    deleted rows from the database's files.
+    deleted rows from the database's files. When the memory holds nothing
+    about USER (a misspelt name), nothing is erased and the command fails
+    (not_found), naming the names it may have meant; --missing-ok makes that
+    a success.
     """
     _validation.name("account", account)
     _validation.name("user", user)
     engine = open_engine(ctx)
+    if not _held(engine.db, account, user):
+        if missing_ok:
+            said = {"account": account, "user": user, "erased": False}
+            emit(ctx.obj, said, lambda: f"nothing about {user!r} in {account!r} to erase")
+            return
+        with _database.reading(engine.db) as conn:
+            accounts = known_accounts(conn)
+            users = known_users(conn, account)
+        if account not in accounts:
+            hint = did_you_mean(account, accounts)
+            raise NotFound(f"nothing erased: the memory holds nothing in account {account!r}{hint}")
+        hint = did_you_mean(user, users)
+        raise NotFound(
+            f"nothing erased: the memory holds nothing about {user!r} in {account!r}{hint}"
+        )
     if not yes:
         click.confirm(
             f"Erase everything about {user!r} in {account!r}? It cannot be undone",
@@ -88,5 +122,58 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool) -> None:
         click.echo(
             "korely: the rows are gone for every reader; their bytes stay in PostgreSQL's files "
             "until `korely scrub` rewrites the tables",
+            err=True,
+        )
+
+
+def _held(db: Any, account: str, user: str) -> bool:
+    """Whether an erasure of ``user`` would find anything: what ``import-user`` refuses to
+    write over, or account facts that name them."""
+    with _database.reading(db) as conn:
+        if holds_anything(conn, account, user):
+            return True
+        named = sa.or_(facts.c.owner_key == user, facts.c.confirmed_by == user)
+        return (
+            conn.execute(
+                sa.select(facts.c.id).where(facts.c.account == account, named).limit(1)
+            ).first()
+            is not None
+        )
+
+
+@cli.command("import-user")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@common
+@click.pass_context
+def import_user(ctx: click.Context, file: Path) -> None:
+    """Restore a person from FILE, written by `korely export-user`, and print what it holds.
+
+    Every version and memory comes back under new ids with its times; their
+    confirmed account facts are the account's and are not written (those the
+    database holds under an erasure's pseudonym name them again). Refused when
+    the memory already holds something of the person, or the file is of
+    another format than korely-user-export/1; one transaction, so a refusal
+    or a failure changes nothing.
+    """
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidRequest("file", f"cannot read {str(file)!r}: {error}") from None
+    except json.JSONDecodeError as error:
+        raise InvalidRequest("file", f"{str(file)!r} is not JSON: {error}") from None
+    engine = open_engine(ctx)
+    held = engine.import_user(data)
+    counts = _summary(held)
+    said = {"account": held.account, "user": held.user, **counts}
+    emit(ctx.obj, said, lambda: pairs(said))
+    left = [
+        f"{len(data[part]) - counts[part]} of {len(data[part])} {part.replace('_', ' ')}"
+        for part in ("account_facts", "marks")
+        if isinstance(data.get(part), list) and len(data[part]) > counts[part]
+    ]
+    if left:
+        click.echo(
+            f"korely: left out {' and '.join(left)}: this database does not hold the "
+            "versions they are of",
             err=True,
         )
