@@ -318,7 +318,7 @@ class MemoryTermRow(Base):
 
 class SettingRow(Base):
     """What the database was set up with, for every engine that opens it: the language its word
-    indexes were written in."""
+    indexes were written in, and the secret its seals are made with (``sealing``)."""
 
     __tablename__ = "korely_settings"
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Annotated, Any
 
 from langchain.agents.middleware.types import AgentState, PrivateStateAttr
@@ -13,7 +14,9 @@ if sys.version_info >= (3, 11):
 else:  # a dependency of langchain-core's
     from typing_extensions import NotRequired
 
-from korely_memory import Identity, InvalidRequest
+from korely_memory import Identity, InvalidRequest, MemoryEngine
+from korely_memory.sealing import seal, verifies
+from langchain_korely._turns import thread_of
 
 IdentityResolver = Callable[[Any], Identity]
 """Turns a run into the `Identity` whose memory it reads and writes.
@@ -26,8 +29,10 @@ the middleware sees it (the model call's `Runtime` with the run's `config` and
 
 _FIELDS = ("account", "user", "agent")
 _MISSING = object()
+_SEAL = "seal"
 KEPT = "korely_identity"
-"""The state key under which the middleware keeps the identity of the thread's latest run."""
+"""The state key under which the middleware keeps the identity of the thread's latest run, with
+its seal."""
 
 
 class KorelyState(AgentState[Any]):
@@ -35,8 +40,9 @@ class KorelyState(AgentState[Any]):
 
     A run resumed from its checkpoint (`Command(resume=...)` after an interrupt,
     `invoke(None, config)` after a failure) is given no context unless the
-    application passes it again; it finds the identity here. Private: not an
-    input of the agent, not in what `invoke` returns.
+    application passes it again; it finds the identity here, sealed for its
+    thread (`KeptOrContext`). Private: not an input of the agent, not in what
+    `invoke` returns.
     """
 
     korely_identity: NotRequired[Annotated[dict[str, str | None] | None, PrivateStateAttr]]
@@ -47,44 +53,104 @@ def identity_from_context(run: Any) -> Identity:
 
     The context may be an `Identity`, any object with `account`, `user` and
     `agent` attributes, or a mapping with those keys, as passed with
-    `agent.invoke(..., context=...)`. A run given no context that resumes a run
-    which had one (`Command(resume=...)` after an interrupt, `invoke(None, config)`
-    after a failure) has that run's identity, kept in the thread's state by
-    `KorelyMiddleware`.
+    `agent.invoke(..., context=...)`. With `KorelyMiddleware` (and the tools it
+    makes), a run given no context that resumes a run which had one
+    (`Command(resume=...)` after an interrupt, `invoke(None, config)` after a
+    failure) has that run's identity, kept in the thread's state under a seal
+    of the database's (see `KeptOrContext`).
 
     Raises:
         InvalidRequest: The context holds no identity (`field` is `context`).
     """
-    context = getattr(run, "context", None)
-    if context is None:
-        kept = kept_identity(getattr(run, "state", None))
-        if kept is not None:
-            return kept
-    return _identity_in(context)
+    return _identity_in(getattr(run, "context", None))
 
 
-def kept_identity(state: Any) -> Identity | None:
-    """The identity `KorelyMiddleware` kept in a graph state, if any."""
+class KeptOrContext:
+    """The resolver of `KorelyMiddleware` and of tools made without `identity_from=`: the run's
+    context, or, for a run given none, the identity kept in the thread's state, if its seal
+    verifies under `engine`'s database.
+
+    The kept identity is sealed for its thread (an HMAC under a secret only the database
+    holds): a state update (`Command(update=...)`, `update_state`) cannot make one, nor
+    move one from another thread.
+    """
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.engine = engine
+
+    def __call__(self, run: Any) -> Identity:
+        context = getattr(run, "context", None)
+        if context is None:
+            kept = kept_identity(self.engine, getattr(run, "state", None), _thread(run))
+            if kept is not None:
+                return kept
+        return _identity_in(context)
+
+
+def resolver_for(engine: MemoryEngine, identity_from: IdentityResolver | None) -> IdentityResolver:
+    """The resolver asked for (`identity_from_context` or none: `KeptOrContext(engine)`)."""
+    if identity_from is None or identity_from is identity_from_context:
+        return KeptOrContext(engine)
+    return identity_from
+
+
+def kept_identity(engine: MemoryEngine, state: Any, thread: Hashable | None) -> Identity | None:
+    """The identity `KorelyMiddleware` kept in a graph state for `thread`, if any.
+
+    Raises:
+        InvalidRequest: The state holds an identity whose seal does not verify (`field` is
+            `korely_identity`).
+    """
     found = state.get(KEPT) if isinstance(state, Mapping) else getattr(state, KEPT, None)
-    if not isinstance(found, Mapping) or set(found) != set(_FIELDS):
+    if found is None:
         return None
+    if (
+        not isinstance(found, Mapping)
+        or set(found) != {*_FIELDS, _SEAL}
+        or not verifies(engine, _sealed_text(found, thread), found[_SEAL])
+    ):
+        raise InvalidRequest(
+            KEPT,
+            "the identity kept in the thread's state is not one KorelyMiddleware kept for "
+            "this thread (its seal does not verify): only the middleware writes it; pass "
+            "the run's identity again with context=Identity(account=..., user=..., agent=...).",
+        )
     return Identity(found["account"], found["user"], found["agent"])
 
 
-def identity_to_keep(state: Any, context: Any) -> dict[str, Any] | None:
+def identity_to_keep(
+    engine: MemoryEngine, state: Any, context: Any, thread: Hashable | None
+) -> dict[str, Any] | None:
     """The state update that keeps the identity of a run given `context` (None: no change).
 
     A run given no identity clears the one kept: only a run resumed, which does
     not start over, uses the identity of the run before it.
     """
-    kept = kept_identity(state)
+    try:
+        kept = kept_identity(engine, state, thread)
+    except InvalidRequest:  # not the middleware's: replaced or cleared
+        kept = None
+        present = True
+    else:
+        present = kept is not None
     try:
         who = _identity_in(context)
     except InvalidRequest:  # the model call says why, or the resolver is not the default
-        return {KEPT: None} if kept is not None else None
+        return {KEPT: None} if present else None
     if who == kept:
         return None
-    return {KEPT: {"account": who.account, "user": who.user, "agent": who.agent}}
+    found = {"account": who.account, "user": who.user, "agent": who.agent}
+    return {KEPT: {**found, _SEAL: seal(engine, _sealed_text(found, thread))}}
+
+
+def _sealed_text(found: Mapping[str, Any], thread: Hashable | None) -> str:
+    return json.dumps([[found.get(name) for name in _FIELDS], repr(thread)])
+
+
+def _thread(run: Any) -> Hashable | None:
+    """The run's thread, as LangGraph's `execution_info` has it for the middleware and the tools
+    alike (a model hook's config is out of sight in an async run on Python 3.10)."""
+    return thread_of(None, run)
 
 
 def _identity_in(context: Any) -> Identity:

@@ -31,9 +31,10 @@ from langchain_korely._events import watching
 from langchain_korely._identity import (
     IdentityResolver,
     KorelyState,
+    KeptOrContext,
     RunView,
-    identity_from_context,
     identity_to_keep,
+    resolver_for,
 )
 from langchain_korely._placement import Placement, placed_texts, placing
 from langchain_korely._turns import Turn, TurnKey, Turns, thread_of, turn_of
@@ -176,7 +177,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         self.read_only = read_only
         self.on_error = on_error
         self._name = name
-        self.identity_from: IdentityResolver = identity_from or identity_from_context
+        self.identity_from: IdentityResolver = resolver_for(engine, identity_from)
         self.tools: list[KorelyTool] = []
         if not read_only:
             self.tools = korely_tools(
@@ -208,12 +209,14 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         return self._name
 
     def before_agent(self, state: KorelyState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Keep the identity the run was given in its state: a run resumed from the checkpoint
-        without `context=` takes it from there (see `identity_from_context`). Only with the
-        default resolver; a resolver of the application's is asked on every run."""
-        if self.identity_from is not identity_from_context:
+        """Keep the identity the run was given in its state, sealed for the thread: a run
+        resumed from the checkpoint without `context=` takes it from there (see
+        `KeptOrContext`). Only with the default resolver; a resolver of the application's is
+        asked on every run."""
+        if not isinstance(self.identity_from, KeptOrContext):
             return None
-        return identity_to_keep(state, runtime.context)
+        thread = thread_of(None, runtime)
+        return identity_to_keep(self.engine, state, runtime.context, thread)
 
     async def abefore_agent(
         self, state: KorelyState, runtime: Runtime[Any]

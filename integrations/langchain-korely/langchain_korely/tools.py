@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, crea
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine, limits
 from korely_memory.tools import CORRECT, FORGET, MEMORY_TOOLS, REMEMBER, MemoryTool
-from langchain_korely._identity import IdentityResolver, identity_from_context
+from langchain_korely._identity import IdentityResolver, resolver_for
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What every provider takes as a tool name (OpenAI's rule is the narrowest)."""
@@ -113,7 +113,7 @@ class KorelyTool(BaseTool):
                 "korely_tools(engine, identity=Identity(account=..., user=..., agent=...)).",
             )
         else:
-            who = (self.identity_from or identity_from_context)(runtime)
+            who = resolver_for(self.engine, self.identity_from)(runtime)
         result = self.definition.run(
             self.engine, who, arguments, reader=self.reader, max_facts=self.max_facts
         )

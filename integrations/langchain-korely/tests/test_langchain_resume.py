@@ -214,3 +214,59 @@ async def test_a_context_given_on_resume_takes_precedence(
 
     assert "Marco lives in Turin" in "\n".join(m.text for m in answering.received[0])
     assert CHANGED not in answering.received[0][0].text
+
+
+@pytest.mark.asyncio
+async def test_an_identity_put_in_the_state_on_resume_is_refused(
+    engine: MemoryEngine, giulia: Identity, use_async: bool
+) -> None:
+    skip_async_on_python_3_10(use_async, NO_INTERRUPT)
+    saver = InMemorySaver()
+    marco = Identity("acme", "marco", "support-copilot")
+    engine.remember(marco, "pin", "Marco's PIN is 4321")
+    review = HumanInTheLoopMiddleware(interrupt_on={"remember": True})
+    model = fake(calls("remember", key="pet", content="has a cat"), "Noted.")
+    agent = agent_on(saver, engine, model, middleware=[review])
+    await run(agent, {"messages": [("user", "I have a cat.")]}, use_async, context=giulia)
+    forged = {"account": "acme", "user": "marco", "agent": "support-copilot"}
+
+    for kept in (forged, {**forged, "seal": "0" * 64}):
+        forging = Command(resume=APPROVE.resume, update={"korely_identity": kept})
+        with pytest.raises(InvalidRequest, match="seal does not verify") as refused:
+            await run(agent_on(saver, engine, model, middleware=[review]), forging, use_async)
+        assert refused.value.field == "korely_identity"
+
+    assert [f.key for f in engine.get_facts(marco)] == ["pin"]
+    assert engine.get_facts(giulia) == []
+    assert all("4321" not in m.text for prompt in model.received for m in prompt)
+
+
+@pytest.mark.asyncio
+async def test_an_identity_kept_for_one_thread_is_refused_in_another(
+    engine: MemoryEngine, giulia: Identity, use_async: bool
+) -> None:
+    skip_async_on_python_3_10(use_async, NO_INTERRUPT)
+    saver = InMemorySaver()
+    review = HumanInTheLoopMiddleware(interrupt_on={"remember": True})
+    model = fake(
+        calls("remember", key="pet", content="has a cat"),
+        calls("remember", key="pet", content="has a dog"),
+        "Noted.",
+    )
+    agent = agent_on(saver, engine, model, middleware=[review])
+    await run(agent, {"messages": [("user", "I have a cat.")]}, use_async, context=giulia)
+    sealed = agent.get_state(THREAD).values["korely_identity"]
+    other = {"configurable": {"thread_id": "t-2"}}
+    marco = Identity("acme", "marco", "support-copilot")
+    agent.invoke({"messages": [("user", "I have a dog.")]}, other, context=marco)
+
+    moved = Command(resume=APPROVE.resume, update={"korely_identity": sealed})
+    with pytest.raises(InvalidRequest, match="seal does not verify"):
+        if use_async:
+            await agent.ainvoke(moved, other)
+        else:
+            agent.invoke(moved, other)
+    assert engine.get_facts(giulia) == [] and engine.get_facts(marco) == []
+    done = await run(agent, APPROVE, use_async)  # the thread it was kept for resumes
+    assert [f.content for f in engine.get_facts(giulia)] == ["has a cat"]
+    assert "Remembered pet: has a cat" in [m.text for m in done["messages"]]
