@@ -79,6 +79,9 @@ class CaptureStats:
     withheld: int = 0
     """Turns not captured because the agent erased a fact in them (the person asked that
     something not be kept), and the turns of the conversation that waited to join them."""
+    skipped: int = 0
+    """Turns not captured because none of their user messages was the person's (the adapter's
+    speaker filter, e.g. LangChain's `capture_from`, refused them all)."""
     pending: int = 0
     """Captures waiting or running now."""
 
@@ -245,7 +248,9 @@ class Captures:
             "keep_excerpt": keep_excerpts,
         }
         self._background = None if inline else Background(self._capture, Job.joined, delay=delay)
-        self._counts = {"captured": 0, "failed": 0, "dropped": 0, "superseded": 0, "withheld": 0}
+        self._counts = dict.fromkeys(
+            ("captured", "failed", "dropped", "superseded", "withheld", "skipped"), 0
+        )
         self._lock = threading.Lock()
 
     def stats(self) -> CaptureStats:
@@ -304,6 +309,10 @@ class Captures:
             await asyncio.to_thread(contextvars.Context().run, self._capture, job)
         else:
             self._submit(conversation, job)
+
+    def skipped(self) -> None:
+        """A turn ended in which no user message was the person's: nothing of it to capture."""
+        self._count("skipped")
 
     def flush(self, timeout: float | None) -> bool:
         return self._background is None or self._background.flush(timeout)

@@ -5,11 +5,12 @@ messages right before it) and the assistant's answers after it; tool calls and
 tool results are left out, as is anything without text. Of the user messages,
 only the run's person's are kept (`said_by_the_person`, or the middleware's
 `capture_from`): in a group chat, what others said is not the person's to
-keep, and a turn in which the person said nothing is not captured. A turn in
-which the agent called its `forget` tool with `erase` is not captured at all:
-it holds the words the person asked to have erased. Capturing it, inline or
-in the background, is the engine's (`korely_memory._capturing`), shared by
-every adapter.
+keep, nor are the assistant's answers to it (they repeat it), and a turn in
+which the person said nothing is not captured. A turn in which the agent
+called its `forget` tool with `erase` is not captured at all: it holds the
+words the person asked to have erased. Capturing it, inline or in the
+background, is the engine's (`korely_memory._capturing`), shared by every
+adapter.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def run_excerpt(
 ) -> tuple[Hashable, Pairs, bool]:
     """The latest user turn of a run's messages: its id, its `(role, text)` pairs (of the user
     messages, those `said` accepts; all without it), and whether the agent erased a fact in it
-    (called one of `forget_tools` with `erase`)."""
+    (called one of `forget_tools` with `erase`).
+
+    The assistant's answers to a user message `said` refuses are left out with it, up to the
+    person's next own message: they repeat and build on what someone else said."""
     users = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
     if not users:
         return None, (), False
@@ -48,19 +52,22 @@ def run_excerpt(
     while start > 0 and isinstance(messages[start - 1], HumanMessage):
         start -= 1
     latest = messages[users[-1]]
-    pairs = tuple(
-        ("user" if isinstance(m, HumanMessage) else "assistant", m.text.strip())
-        for m in messages[start:]
-        if isinstance(m, (HumanMessage, AIMessage)) and m.text.strip()
-        if not isinstance(m, HumanMessage) or said is None or said(m)
-    )
+    pairs: list[tuple[str, str]] = []
+    answering_another = False  # the latest user message was someone else's: so is the answer
+    for m in messages[start:]:
+        if isinstance(m, HumanMessage):
+            answering_another = said is not None and not said(m)
+            if not answering_another and m.text.strip():
+                pairs.append(("user", m.text.strip()))
+        elif isinstance(m, AIMessage) and not answering_another and m.text.strip():
+            pairs.append(("assistant", m.text.strip()))
     erased = any(
         call["name"] in forget_tools and call["args"].get("erase") not in (None, False)
         for m in messages[start:]
         if isinstance(m, AIMessage)
         for call in m.tool_calls
     )
-    return latest.id or ("words", latest.text), pairs, erased
+    return latest.id or ("words", latest.text), tuple(pairs), erased
 
 
 def run_turn(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Optional
@@ -11,6 +12,7 @@ from langchain.agents.middleware.types import (
     ModelRequest,
     ModelResponse,
 )
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
@@ -19,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, limits
 from korely_memory.capture import Extractor
 from korely_memory.capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
+from korely_memory.sealing import seal
 from korely_memory.tools import FORGET
 from langchain_korely._capturing import Pairs, Speaker, run_turn, said_by_the_person
 from langchain_korely._checks import (
@@ -29,9 +32,10 @@ from langchain_korely._checks import (
 )
 from langchain_korely._events import watching
 from langchain_korely._identity import (
+    KEPT,
     IdentityResolver,
-    KorelyState,
     KeptOrContext,
+    KorelyState,
     RunView,
     identity_to_keep,
     resolver_for,
@@ -178,6 +182,9 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         self.on_error = on_error
         self._name = name
         self.identity_from: IdentityResolver = resolver_for(engine, identity_from)
+        if isinstance(self.identity_from, KeptOrContext):
+            with contextlib.suppress(SQLAlchemyError):  # read now, not in the first run
+                seal(engine, "")
         self.tools: list[KorelyTool] = []
         if not read_only:
             self.tools = korely_tools(
@@ -197,6 +204,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         self.keep_excerpts = keep_excerpts
         self.capture_from: Speaker = capture_from or said_by_the_person
         self._captures = None
+        self._warned_skip = False
         if capture is not None:
             self._captures = Captures(
                 engine, capture, reader=reader, max_facts=max_facts,
@@ -216,7 +224,13 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         if not isinstance(self.identity_from, KeptOrContext):
             return None
         thread = thread_of(None, runtime)
-        return identity_to_keep(self.engine, state, runtime.context, thread)
+        try:
+            return identity_to_keep(self.engine, state, runtime.context, thread)
+        except SQLAlchemyError:  # the seal's secret could not be read: keep nothing
+            if self.on_error == "raise":
+                raise
+            _log_unavailable()
+            return {KEPT: None}
 
     async def abefore_agent(
         self, state: KorelyState, runtime: Runtime[Any]
@@ -333,8 +347,36 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         self, who: Identity, config: Mapping[str, Any], messages: list[Any]
     ) -> tuple[Hashable | None, Hashable, Pairs, bool]:
         """What the finished run gives capture: the person's words only (`capture_from`)."""
-        return run_turn(
-            config, messages, self._forget_tools, lambda message: self.capture_from(message, who)
+        refused: list[HumanMessage] = []
+
+        def said(message: HumanMessage) -> bool:
+            if self.capture_from(message, who):
+                return True
+            refused.append(message)
+            return False
+
+        thread, turn, pairs, erased = run_turn(config, messages, self._forget_tools, said)
+        if refused and not erased and all(role != "user" for role, _ in pairs):
+            self._skipped(who, refused)
+        return thread, turn, pairs, erased
+
+    def _skipped(self, who: Identity, refused: list[HumanMessage]) -> None:
+        """A run in which none of the user messages was the person's: counted; with the default
+        filter, the first one is logged (names that are display names would skip every run)."""
+        assert self._captures is not None
+        self._captures.skipped()
+        if self.capture_from is not said_by_the_person or self._warned_skip:
+            return
+        self._warned_skip = True
+        names = sorted({str(m.name) for m in refused})
+        logger.warning(
+            "korely-memory captured nothing of a run: none of its user messages is the "
+            "person's (named %s; the identity's user is %r). If the application names "
+            "messages otherwise than by user id, say which are the person's with "
+            "KorelyMiddleware(capture_from=...). Skipped runs are counted in "
+            "capture_stats.skipped; this is logged once per middleware.",
+            ", ".join(repr(n) for n in names),
+            who.user,
         )
 
     def _turn_key(self, request: ModelRequest[Any]) -> TurnKey:

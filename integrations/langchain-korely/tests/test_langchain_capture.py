@@ -237,11 +237,60 @@ async def test_in_a_group_chat_only_the_persons_own_words_are_captured(
     await group_turn(agent, giulia, use_async, *GROUP_TURN)
 
     [prompt] = extraction.received
+    # The answer came after Anna spoke: it answers her (and repeats Marco), so it is left out.
+    assert excerpt_of(prompt[0].text) == ["user: And I moved to Milan."]
+    assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Milan"]
+
+
+@pytest.mark.asyncio
+async def test_in_a_group_chat_the_answers_to_the_others_are_not_captured(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    extraction = scripted(operations(), operations())
+    chat = scripted("Noted, Marco: you moved to Oslo.", "Noted, Giulia: Milan.")
+    agent, _ = agents(chat, korely_extractor(extraction), capture_inline=True, checkpointer=True)
+    thread = {"configurable": {"thread_id": "group"}}
+
+    for said in (GROUP_TURN[:1], GROUP_TURN[1:2]):
+        state = {"messages": list(said)}
+        if use_async:
+            await agent.ainvoke(state, thread, context=giulia)
+        else:
+            agent.invoke(state, thread, context=giulia)
+
+    [prompt] = extraction.received  # Marco's turn, and its answer, gave capture nothing
     assert excerpt_of(prompt[0].text) == [
         "user: And I moved to Milan.",
-        "assistant: Noted, Milan and Oslo.",
+        "assistant: Noted, Giulia: Milan.",
     ]
-    assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Milan"]
+
+
+@pytest.mark.asyncio
+async def test_turns_without_the_persons_words_are_counted_and_logged_once(
+    engine: MemoryEngine,
+    giulia: Identity,
+    agents: Agents,
+    use_async: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    extraction = scripted(operations())
+    agent, middleware = agents(
+        scripted("Noted.", "Noted."), korely_extractor(extraction), capture_inline=True
+    )
+    custom, chosen = agents(scripted("Noted."), korely_extractor(extraction), capture_inline=True,
+                            capture_from=lambda message, who: False)  # fmt: skip
+    said = HumanMessage("I moved to Milan.", name="Giulia R.")  # a display name, not the user id
+
+    with caplog.at_level("WARNING", logger="langchain_korely"):
+        await group_turn(agent, giulia, use_async, said)
+        await group_turn(agent, giulia, use_async, said)
+        await group_turn(custom, giulia, use_async, said)
+
+    assert extraction.received == []
+    assert middleware.capture_stats == CaptureStats(skipped=2)
+    assert chosen.capture_stats == CaptureStats(skipped=1)
+    [warning] = [r.getMessage() for r in caplog.records if "captured nothing" in r.getMessage()]
+    assert "'Giulia R.'" in warning and "'giulia'" in warning and "capture_from" in warning
 
 
 @pytest.mark.asyncio

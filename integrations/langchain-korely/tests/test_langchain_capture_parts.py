@@ -66,3 +66,26 @@ def test_of_the_user_messages_only_those_said_accepts_are_in_the_excerpt() -> No
     assert run_excerpt(messages)[1][0] == ("user", "I moved to Oslo.")  # without said: all
     team = Identity("acme", None, "support-copilot")  # no user: only messages without a name
     assert run_excerpt(messages, (), lambda m: said_by_the_person(m, team))[1][0] == pairs[1]
+
+
+def test_the_answers_to_someone_elses_message_are_left_out_with_it() -> None:
+    messages = [
+        HumanMessage("Hi all.", name="giulia", id="1"),
+        HumanMessage("I'm allergic to nuts and moved to Oslo.", name="marco", id="2"),
+        AIMessage("Noted, Marco: allergic to nuts, now in Oslo."),
+        AIMessage("Anything else, Marco?"),
+        HumanMessage("I moved to Milan.", name="giulia", id="3"),
+        AIMessage("Noted: Milan."),
+    ]
+    who = Identity("acme", "giulia", "support-copilot")
+    said = lambda m: said_by_the_person(m, who)  # noqa: E731
+    # The turn: the latest user messages and what follows them.
+    assert run_excerpt(messages[:4], (), said)[1] == (("user", "Hi all."),)
+    assert run_excerpt([*messages[:2], AIMessage("Hello!")], (), said)[1] == (("user", "Hi all."),)
+    answered = [messages[1], messages[0], AIMessage("Hello, Giulia!")]  # she spoke last
+    mine = (("user", "Hi all."), ("assistant", "Hello, Giulia!"))
+    assert run_excerpt(answered, (), said)[1] == mine
+    assert run_excerpt(messages[4:], (), said)[1] == (
+        ("user", "I moved to Milan."),
+        ("assistant", "Noted: Milan."),
+    )
