@@ -28,7 +28,8 @@ Two `KorelyMiddleware` in one agent (a person's memory and a team's) make one
 prompt: the middleware outside tells the one inside what it placed (`Placed`),
 and the inner one adds its facts after the outer's, without a second note, and
 its part in the same `<memory>` section, without neutralising that section as
-if the user had typed it.
+if the user had typed it. Each part then begins with a line naming whose memory
+it is (`scope_line`), the outer's included; one middleware alone adds none.
 
 The volatile part goes into the user's message, not into a message of its own,
 because that is the one form every provider takes: LangChain's Anthropic and
@@ -49,7 +50,7 @@ from typing import Any, Literal
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage, ToolMessage
 
-from korely_memory import ContextBlock, framing
+from korely_memory import ContextBlock, Identity, framing
 
 Placement = Literal["system", "context"]
 PLACEMENTS: tuple[Placement, ...] = ("system", "context")
@@ -78,6 +79,12 @@ class Placed:
     """The latest user message with the `<memory>` section at its start, if it put one."""
     framed: str
     """The text inside that section."""
+    scope: str = ""
+    """Whose memory it placed, as its part's heading names it (`scope_line`)."""
+    rest: str = ""
+    """What it put after the note in the system prompt (its facts, with `"system"`)."""
+    labelled: bool = False
+    """Whether its parts, and those of the middleware outside, carry their scope line."""
 
 
 _PLACED: ContextVar[Placed | None] = ContextVar("korely_placed", default=None)
@@ -89,10 +96,11 @@ def placing(
     block: ContextBlock,
     placement: Placement,
     cache_marker: Mapping[str, Any] | None,
+    who: Identity | None = None,
 ) -> Iterator[ModelRequest[Any]]:
     """`request` with `block` in its prompt (`with_block`), added to what a `KorelyMiddleware`
     outside this one placed; a `KorelyMiddleware` inside adds to it in turn."""
-    placed, record = with_block(request, block, placement, cache_marker, _PLACED.get())
+    placed, record = with_block(request, block, placement, cache_marker, _PLACED.get(), who)
     token = _PLACED.set(record)
     try:
         yield placed
@@ -106,10 +114,12 @@ def with_block(
     placement: Placement,
     cache_marker: Mapping[str, Any] | None,
     outer: Placed | None = None,
+    who: Identity | None = None,
 ) -> tuple[ModelRequest[Any], Placed]:
     """`request` with `block` placed in its prompt, and outside text neutralised; and what was
-    placed. With `outer`, what a middleware outside placed, the note is not repeated and the
-    `<memory>` section is shared."""
+    placed. With `outer`, what a middleware outside placed, the note is not repeated, the
+    `<memory>` section is shared, and each middleware's part begins with a line naming whose
+    memory it is (`scope_line`): two "Known facts" are then never without an owner."""
     done = outer.passed if outer is not None else ()
     messages = [m if any(m is d for d in done) else _neutralised(m) for m in request.messages]
     latest = latest_user_message(messages)
@@ -121,11 +131,33 @@ def with_block(
         lines = [block.stable, POINTER]
         # Without a user message to carry it, the rest stays with the note, memories aside.
         quoted, rest = (block.volatile, "") if latest is not None else ("", block.facts_text)
-    system = _with_note(request.system_message, messages, lines, rest, cache_marker, outer)
-    framed = _with_frame(messages, latest, quoted, outer)
+    scope = scope_line(who) if who is not None else ""
+    adds = outer is not None and bool(scope) and bool(rest or quoted)
+    if adds:
+        rest = f"{scope}\n{rest}" if rest else ""
+        quoted = f"{scope}\n{quoted}" if quoted else ""
+    system = _with_note(request.system_message, messages, lines, rest, cache_marker, outer, adds)
+    framed = _with_frame(messages, latest, quoted, outer, adds)
     placed = request.override(system_message=system, messages=messages)
     frame = messages[latest] if framed and latest is not None else None
-    return placed, Placed(tuple(messages), frame, framed)
+    if outer is not None and not adds:  # nothing of its own: what is placed is the outer's
+        return placed, Placed(tuple(messages), frame, framed, outer.scope, outer.rest,
+                              outer.labelled)  # fmt: skip
+    return placed, Placed(tuple(messages), frame, framed, scope, rest, adds)
+
+
+def scope_line(who: Identity) -> str:
+    """The line that begins a middleware's part when two share a prompt: whose memory it is."""
+    if who.user is not None:
+        return f"_Memory of the user {who.user!r}, with the agent {who.agent!r}:_"
+    return f"_Memory of the team (account {who.account!r}), with the agent {who.agent!r}:_"
+
+
+def _labelled(outer: Placed, text: str) -> str:
+    """`text`, a part `outer` placed, with its scope line (once)."""
+    if outer.labelled or not outer.scope or not text:
+        return text
+    return f"{outer.scope}\n{text}"
 
 
 def _with_note(
@@ -135,6 +167,7 @@ def _with_note(
     rest: str,
     cache_marker: Mapping[str, Any] | None,
     outer: Placed | None,
+    adds: bool = False,
 ) -> SystemMessage | None:
     """Put the note's lines and the rest after the agent's own instructions: in `system`,
     returned, or in the last of the system messages the conversation begins with (the agent's
@@ -146,6 +179,8 @@ def _with_note(
     if outer is not None and prompt is not None:  # the note is there once, from outside
         lines = [line for line in lines if line not in prompt.text]
     assert prompt is None or isinstance(prompt, SystemMessage)
+    if outer is not None and prompt is not None and adds and outer.rest:
+        prompt = _relabelled(prompt, outer.rest, _labelled(outer, outer.rest))
     merged = _system(prompt, "\n".join(lines), rest, cache_marker)
     if not own:
         return merged
@@ -154,7 +189,11 @@ def _with_note(
 
 
 def _with_frame(
-    messages: list[AnyMessage], latest: int | None, quoted: str, outer: Placed | None
+    messages: list[AnyMessage],
+    latest: int | None,
+    quoted: str,
+    outer: Placed | None,
+    adds: bool = False,
 ) -> str:
     """Put `quoted` in a `<memory>` section at the start of the latest user message, in
     `messages`: the section `outer` put there, or a new one. The text in the section."""
@@ -164,10 +203,10 @@ def _with_frame(
         if quoted:
             messages[latest] = _framed(messages[latest], quoted)
         return quoted
-    if not quoted:
-        return outer.framed
-    framed = f"{outer.framed}\n\n{quoted}"
-    messages[latest] = _reframed(messages[latest], outer.framed, framed)
+    theirs = _labelled(outer, outer.framed) if adds else outer.framed
+    framed = f"{theirs}\n\n{quoted}" if quoted else theirs
+    if framed != outer.framed:
+        messages[latest] = _reframed(messages[latest], outer.framed, framed)
     return framed
 
 
@@ -233,6 +272,21 @@ def _framed(message: Any, text: str) -> Any:
     else:
         framed = [{"type": "text", "text": frame}, *content]
     return message.model_copy(update={"content": framed})
+
+
+def _relabelled(message: SystemMessage, old: str, new: str) -> SystemMessage:
+    """`message` with the part `old` (placed by a middleware outside) replaced by `new`."""
+    content = message.content
+    if isinstance(content, str):
+        changed: Any = content.replace(old, new, 1)
+    else:
+        changed = [
+            {**part, "text": part["text"].replace(old, new, 1)}
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+            else part
+            for part in content
+        ]
+    return message.model_copy(update={"content": changed})
 
 
 def _reframed(message: Any, old: str, text: str) -> Any:

@@ -250,7 +250,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
             return handler(request)
         with (
             watching(*self._watched(turn.block, request)) as watch,
-            placing(request, turn.block, self.placement, self.cache_marker) as placed,
+            placing(request, turn.block, self.placement, self.cache_marker, key.who) as placed,
         ):
             try:
                 response = handler(placed)
@@ -273,7 +273,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
             return await handler(request)
         with (
             watching(*self._watched(turn.block, request)) as watch,
-            placing(request, turn.block, self.placement, self.cache_marker) as placed,
+            placing(request, turn.block, self.placement, self.cache_marker, key.who) as placed,
         ):
             try:
                 response = await handler(placed)

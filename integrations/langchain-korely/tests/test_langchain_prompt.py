@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from korely_memory import ContextBlock, Identity, MemoryEngine
 from langchain_korely import KorelyMiddleware
-from langchain_korely._placement import MEMORIES_POINTER, POINTER
+from langchain_korely._placement import MEMORIES_POINTER, POINTER, scope_line
 
 from ._agents import PROMPT, calls, fake
 
@@ -133,17 +133,40 @@ async def test_two_memories_share_one_note_and_one_memory_section(
         agent.invoke({"messages": [("user", QUESTION)]}, context=giulia)
 
     [prompt] = model.received
+    # Each part begins with whose memory it is: two "Known facts" are never without an owner.
+    her, team = scope_line(giulia), scope_line(TEAM)
+    assert her == "_Memory of the user 'giulia', with the agent 'support-copilot':_"
+    assert team == "_Memory of the team (account 'acme'), with the agent 'support-copilot':_"
     if placement == "system":  # the team has no memories: its facts only, after Giulia's
         system = (
-            f"{PROMPT}\n\n{mine.stable}\n{MEMORIES_POINTER}\n\n{mine.facts_text}"
-            f"\n\n{ours.facts_text}"
+            f"{PROMPT}\n\n{mine.stable}\n{MEMORIES_POINTER}\n\n{her}\n{mine.facts_text}"
+            f"\n\n{team}\n{ours.facts_text}"
         )
-        user = framed(mine.memories_text, QUESTION)
+        user = framed(f"{her}\n{mine.memories_text}", QUESTION)
     else:
         system = f"{PROMPT}\n\n{mine.stable}\n{POINTER}"
-        user = framed(f"{mine.volatile}\n\n{ours.volatile}", QUESTION)
+        user = framed(f"{her}\n{mine.volatile}\n\n{team}\n{ours.volatile}", QUESTION)
     assert shown(prompt) == [("system", system), ("human", user)]
     assert prompt[0].text.count(mine.stable) == 1
+
+
+@pytest.mark.parametrize(("outer", "inner"), [("context", "system"), ("system", "context")])
+def test_two_memories_placed_apart_each_name_their_scope(
+    remembered: MemoryEngine, giulia: Identity, outer: str, inner: str
+) -> None:
+    mine, team_only = two_memories(remembered, outer)[0], two_memories(remembered, inner)[1]
+    model = fake("You live in Rome; the team works 9 to 5.")
+    agent = create_agent(model, system_prompt=PROMPT, middleware=[mine, team_only])
+
+    agent.invoke({"messages": [("user", QUESTION)]}, context=giulia)
+
+    [prompt] = model.received
+    her, team = scope_line(giulia), scope_line(TEAM)
+    whole = "\n".join(m.text for m in prompt)
+    # Every "Known facts" heading comes right after the line naming whose facts they are.
+    assert whole.count("## Known facts") == 2
+    assert whole.count(f"{her}\n## Known facts") + whole.count(f"{team}\n## Known facts") == 2
+    assert her in whole and team in whole
 
 
 @pytest.mark.asyncio
