@@ -28,7 +28,7 @@ from types import ModuleType
 import pytest
 
 import korely_memory
-from korely_memory import MemoryEngine, capture, capturing, framing, limits, tools
+from korely_memory import MemoryEngine, capture, capturing, framing, limits, sealing, tools
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -41,6 +41,7 @@ MODULES = {
     "capture": capture,
     "capturing": capturing,
     "framing": framing,
+    "sealing": sealing,
 }
 ADAPTERS = {
     "langchain_korely": "integrations/langchain-korely/README.md",

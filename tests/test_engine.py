@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 import korely_memory
-from korely_memory import Identity, MemoryEngine, NotFound
+from korely_memory import Identity, MemoryEngine, NotFound, sealing
 
 from .cli_helpers import korely
 
@@ -213,3 +213,19 @@ def test_many_processes_may_create_the_schema_at_once(db_url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(6) as pool:
         assert pool.starmap(open_and_write, [(db_url, n) for n in range(6)]) == [1] * 6
+
+
+def test_a_seal_verifies_under_every_engine_on_its_database_only(
+    db_url: str, tmp_path: Path
+) -> None:
+    with MemoryEngine(db_url) as first:
+        sealed = sealing.seal(first, "giulia")
+        with MemoryEngine(db_url) as second:  # another process, as far as the secret goes
+            assert sealing.verifies(second, "giulia", sealed)
+            assert not sealing.verifies(second, "marco", sealed)
+            assert not sealing.verifies(
+                second, "giulia", sealed[:-1] + ("1" if sealed[-1] == "0" else "0")
+            )
+            assert not sealing.verifies(second, "giulia", None)
+    with MemoryEngine(f"sqlite:///{tmp_path / 'other.db'}") as elsewhere:
+        assert not sealing.verifies(elsewhere, "giulia", sealed)
