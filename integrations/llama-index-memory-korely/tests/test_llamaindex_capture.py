@@ -24,6 +24,7 @@ from llama_index.core.chat_engine import (
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from llama_index.memory.korely import CaptureStats, KorelyMemory, korely_extractor, korely_tools
+from llama_index.memory.korely._capturing import Said
 
 from .conftest import Script, ScriptedLLM
 from .test_llamaindex_chat_engines import Handbook
@@ -297,3 +298,11 @@ async def test_a_turn_with_an_empty_response_is_captured_with_the_persons_words(
     assert excerpt_of(first) == ["user: I live in Rome."]
     assert excerpt_of(second) == ["user: And I have a cat.", "assistant: Noted."]
     assert sorted(f.key for f in engine.get_facts(giulia)) == ["home-city", "pet"]
+
+
+def test_an_empty_answer_stored_again_finishes_its_turn_once() -> None:
+    said = Said()
+    question = ChatMessage(role="user", content="I moved to Oslo, remember that")
+    empty = ChatMessage(role="assistant", content="Empty Response")
+    assert said.stored([question, empty]) == [(0, (("user", question.content),), False)]
+    assert said.stored([empty]) == []
