@@ -93,22 +93,35 @@ class UpkeepMethods(EngineCore):
             lambda conn: _export.gather(conn, account, user, self._now(conn)), snapshot=True
         )
 
-    def import_user(self, export: _export.UserExport | Mapping[str, Any]) -> _export.UserExport:
+    def import_user(
+        self,
+        export: _export.UserExport | Mapping[str, Any],
+        *,
+        pseudonym: str | None = None,
+        administrator: bool = False,
+    ) -> _export.UserExport:
         """Restore a person from what ``export_user`` gave: the inverse of an export and erasure.
 
         Every version of their facts and proposals and every memory is written
         under a new id, with the times it had; replacement chains, source
         memories and read marks follow the new ids. Confirmed account facts
-        are the account's and are not written: those the database still holds
-        under the pseudonym an erasure gave them name the person again. A mark
-        is restored when its version is restored or still in the database
-        about the same subject. All of it in one transaction: a refusal or a
-        failure leaves the database as it was.
+        are the account's and are not written: given the ``pseudonym`` the
+        person's erasure reported, those the database still holds under it
+        name the person again. A mark is restored when it is about its
+        version's subject and the version is restored, or still in the
+        database and the mark was read under the person's own name. All of it
+        in one transaction: a refusal or a failure leaves the database as it
+        was. A file alone names nobody on the account's facts and grants
+        nothing: it cannot prove who was erased.
 
         Args:
             export: A ``UserExport``, or the JSON-ready data ``to_dict()`` gives
                 (as read back from the JSON file), headed
                 ``"format": "korely-user-export/1"``.
+            pseudonym: The pseudonym ``erase_user`` reported for this person
+                (``ErasureReport.pseudonym``), to name them again on the
+                account facts they stated or confirmed.
+            administrator: Restore the administrator grant the export records.
 
         Returns:
             What the memory now holds about the person, as ``export_user``
@@ -117,14 +130,19 @@ class UpkeepMethods(EngineCore):
         Raises:
             InvalidRequest: ``format`` is another than ``korely-user-export/1``,
                 a field is missing or breaks its rule (``field`` names it, such
-                as ``facts[2].key``), or the memory already holds something of
-                the person (``user``): an import never merges into their data.
+                as ``facts[2].key``), the memory already holds something of
+                the person (``user``): an import never merges into their data,
+                or no erasure in the account gave ``pseudonym``.
         """
         data = export.to_dict() if isinstance(export, _export.UserExport) else export
         parsed = _import.parse(data)
+        if pseudonym is not None:
+            _validation.name("pseudonym", pseudonym)
 
         def work(conn: Connection) -> _export.UserExport:
-            _import.restore(conn, parsed, self._words)
+            _import.restore(
+                conn, parsed, self._words, pseudonym=pseudonym, administrator=administrator
+            )
             return _export.gather(conn, parsed.account, parsed.user, self._now(conn))
 
         return self._write(work)

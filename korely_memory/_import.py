@@ -9,12 +9,15 @@ memory holds nothing about:
 - every version of ``facts`` and ``proposals`` and every memory, under new
   ids, their times as they were; each chain of replacements and each fact's
   source memory point at the new ids; true versions are indexed and counted;
-- ``account_facts`` are the account's and are never written: a version the
-  database still holds (same id, agent, key and recorded time) whose author or
-  confirmer an erasure replaced by a pseudonym names the person again;
-- a mark is restored when its version is one restored, or one the database
-  holds in the account about the same subject; the others are left out;
-- the administrator grant, when the export has one.
+- ``account_facts`` are the account's and are never written: given the
+  pseudonym the person's erasure reported, a version the database still holds
+  (same id, agent, key and recorded time) under that pseudonym names the person
+  again; a file alone names nobody, since it cannot prove who was erased;
+- a mark is restored when it is about the subject of its version and that
+  version is one restored, or one the database holds in the account and the
+  mark was read under the person's own name; the others are left out;
+- the administrator grant, only when the caller asks for it: a file alone
+  grants nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ _PERSONAL = sa.text(personal_row("korely_facts"))
 _USER_SCOPES = (None, Scope.USER)
 _PROPOSED = (Scope.ACCOUNT_PROPOSED, Scope.ACCOUNT_REJECTED)
 _OPTIONAL_TIMES = ("invalid_at", "ended_recorded_at", "confirmed_at", "valid_until")
+_MAX_ID = 2**63 - 1  # the largest id either database keeps
 
 
 # -- reading the document ---------------------------------------------------------------------
@@ -126,8 +130,8 @@ def _id(data: Mapping[str, Any], name: str, where: str, *, optional: bool = Fals
     value = _field(data, name, where)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidRequest(where, f"must be a positive whole number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_ID:
+        raise InvalidRequest(where, f"must be a whole number from 1 to {_MAX_ID}, got {value!r}")
     return value
 
 
@@ -268,11 +272,23 @@ def holds_anything(conn: Connection, account: str, user: str) -> bool:
     return any(conn.execute(p.limit(1)).first() is not None for p in probes)
 
 
-def restore(conn: Connection, export: UserExport, words: Words) -> None:
+def restore(
+    conn: Connection,
+    export: UserExport,
+    words: Words,
+    *,
+    pseudonym: str | None = None,
+    administrator: bool = False,
+) -> None:
     """Write ``export`` (as ``parse`` made it) in the transaction ``conn`` is in.
 
+    ``pseudonym`` is the one the person's erasure reported: the account facts
+    held under it name them again. ``administrator`` restores the export's
+    grant.
+
     Raises:
-        InvalidRequest: The memory holds something of the person already (``user``).
+        InvalidRequest: The memory holds something of the person already
+            (``user``), or no erasure in the account gave ``pseudonym``.
     """
     account, user = export.account, export.user
     _versions.lock_person(conn, account, user, erasing=True)  # no write about them meanwhile
@@ -281,6 +297,10 @@ def restore(conn: Connection, export: UserExport, words: Words) -> None:
             "user",
             f"the memory already holds data about {user!r} in {account!r}; an import restores "
             "a person it holds nothing about (erase them first, or import elsewhere)",
+        )
+    if pseudonym is not None and not _erased_as(conn, account, pseudonym):
+        raise InvalidRequest(
+            "pseudonym", f"no erasure in {account!r} gave {pseudonym!r}: give the one it reported"
         )
     new_memory: dict[int, int] = {}
     for memory in sorted(export.memories, key=lambda m: m.id):
@@ -306,7 +326,7 @@ def restore(conn: Connection, export: UserExport, words: Words) -> None:
         if f.is_current:
             indexed = _word_index.Indexed(new_id, account, f.agent, user, scope)
             _word_index.added(conn, indexed, f.key, f.content, words)
-    in_place = _name_again(conn, export, new_fact)
+    in_place = _name_again(conn, export, new_fact, pseudonym)
     for f in versions:
         if f.replaced_by_id is None:
             continue
@@ -318,19 +338,26 @@ def restore(conn: Connection, export: UserExport, words: Words) -> None:
                 facts.update().where(facts.c.id == new_fact[f.id]).values(replaced_by_id=target)
             )
     _restore_marks(conn, export, new_fact, restored)
-    if export.administrator:
+    if export.administrator and administrator:
         _review.grant(conn, account, user)
 
 
-def _name_again(conn: Connection, export: UserExport, new_fact: Mapping[int, int]) -> set[int]:
-    """Give the person back their name on the account facts erasure left under a pseudonym;
-    returns the ids of the exported account-fact versions the database still holds."""
-    account, user = export.account, export.user
-    pseudonyms = set(
-        conn.execute(sa.select(erasures.c.pseudonym).where(erasures.c.account == account))
-        .scalars()
-        .all()
+def _erased_as(conn: Connection, account: str, pseudonym: str) -> bool:
+    found = sa.select(erasures.c.pseudonym).where(
+        erasures.c.account == account, erasures.c.pseudonym == pseudonym
     )
+    return conn.execute(found.limit(1)).first() is not None
+
+
+def _name_again(
+    conn: Connection, export: UserExport, new_fact: Mapping[int, int], pseudonym: str | None
+) -> set[int]:
+    """Give the person back their name on the account facts their erasure left under
+    ``pseudonym``; returns the ids of the exported account-fact versions the database
+    still holds. A version is linked to the person's restored one that replaced it only
+    when it ended and is theirs."""
+    user = export.user
+    theirs = {user} if pseudonym is None else {user, pseudonym}
     held: set[int] = set()
     for f in export.account_facts:
         row = _versions.by_id(conn, f.id)
@@ -339,11 +366,14 @@ def _name_again(conn: Connection, export: UserExport, new_fact: Mapping[int, int
             continue
         held.add(f.id)
         values: dict[str, Any] = {}
-        if f.owner == user and row.owner in pseudonyms:
+        if pseudonym is not None and f.owner == user and row.owner == pseudonym:
             values.update(owner=user, owner_key=user)
-        if f.confirmed_by == user and row.confirmed_by in pseudonyms:
+        if pseudonym is not None and f.confirmed_by == user and row.confirmed_by == pseudonym:
             values["confirmed_by"] = user
-        if row.replaced_by_id is None and (f.replaced_by_id or 0) in new_fact:
+        ended_theirs = row.ended_recorded_at is not None and (
+            row.owner in theirs or row.confirmed_by in theirs
+        )
+        if ended_theirs and row.replaced_by_id is None and (f.replaced_by_id or 0) in new_fact:
             values["replaced_by_id"] = new_fact[f.replaced_by_id or 0]
         if values:
             conn.execute(facts.update().where(facts.c.id == f.id).values(values))
@@ -360,14 +390,16 @@ def _restore_marks(
     for m in export.marks:
         fact_id = new_fact.get(m.fact_id)
         fact = restored.get(fact_id or 0)
-        if fact_id is None:  # a version the import did not write: only where the database has it
-            fact = _versions.by_id(conn, m.fact_id)
+        if fact_id is None:  # a version the import did not write: only where the database has
+            fact = _versions.by_id(conn, m.fact_id)  # it, and only a read under their name
             if fact is None or fact.account != export.account:
                 continue
-            if _marks.subject_of(fact) != m.subject:
+            if m.reader != export.user:
                 continue
             fact_id = fact.id
         assert fact is not None
+        if _marks.subject_of(fact) != m.subject:  # a mark is about the subject of its version
+            continue
         ended = m.ended_at or fact.ended_recorded_at or fact.valid_until  # as a hand-over marks
         rows.append(
             {

@@ -286,8 +286,9 @@ def _forget(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Opti
 
 def _recall(engine: MemoryEngine, who: Identity, args: dict[str, Any], opt: Options) -> str:
     query = args["query"]
-    if not query.strip():
-        # A search for nothing would answer with whatever is newest: say what to send instead.
+    if not any(ch.isalnum() for ch in fold(query)):
+        # A search for nothing (no letter or digit once folded, as a zero-width space) would
+        # answer with whatever is newest: say what to send instead.
         raise InvalidRequest("query", "must say what to look for, in a few words")
     found = engine.search(who, query, limit=RECALL_FACTS)
     if not found.facts and not found.memories:

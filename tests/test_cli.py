@@ -336,3 +336,7 @@ def test_import_user_restores_an_erased_person_from_the_export_file(
         korely("--url", db_url, "import-user", str(other)), "invalid_request"
     )
     assert as_json(korely("--url", db_url, "export-user", "acme", "giulia"))["facts"] == []
+    nobody = korely("--url", db_url, "import-user", str(file), "--pseudonym", "erased-nobody")
+    assert "pseudonym: no erasure in 'acme' gave 'erased-nobody'" in one_error(
+        nobody, "invalid_request"
+    )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import datetime as dt
 import json
 import sqlite3
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from korely_memory import (
+    Fact,
     Identity,
     InvalidRequest,
     MarkRecord,
@@ -176,9 +179,9 @@ def test_an_export_erased_then_imported_exports_the_same_again(
     engine.add_memory(giulia, "Giulia moved to Milan in May")
     first = engine.export_user("acme", "giulia").to_dict()
     file = json.loads(json.dumps(first))  # as a file gives it back
-    engine.erase_user("acme", "giulia")
+    erased = engine.erase_user("acme", "giulia")
 
-    restored = engine.import_user(file)
+    restored = engine.import_user(file, pseudonym=erased.pseudonym, administrator=True)
 
     again = engine.export_user("acme", "giulia").to_dict()
     assert without_ids(again) == without_ids(first)
@@ -302,7 +305,7 @@ def test_a_failure_half_way_through_an_import_leaves_the_database_as_it_was(
     database.close()
     with MemoryEngine(sqlite_url) as engine:
         with pytest.raises(sa.exc.IntegrityError):
-            engine.import_user(data)
+            engine.import_user(data, administrator=True)
         assert counts(engine) == before
         assert engine.export_user("acme", "giulia").facts == ()
 
@@ -313,3 +316,101 @@ async def test_the_async_twin_imports_the_same(engine: MemoryEngine, giulia: Ide
     engine.erase_user("acme", "giulia")
     restored = await engine.aimport_user(data)
     assert [f.content for f in restored.facts] == ["Giulia lives in Rome"]
+
+
+# -- an import trusts the file with the person's own rows only ---------------------------------
+
+
+def as_file(fact: Fact) -> dict[str, Any]:
+    """A fact as an export file writes it."""
+    return json.loads(json.dumps(dataclasses.asdict(fact), default=_json_value))
+
+
+def _json_value(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, dt.datetime) else value.value
+
+
+def test_a_file_alone_names_nobody_on_the_account_s_facts_and_grants_nothing(
+    engine: MemoryEngine,
+) -> None:
+    alice, mallory = Identity("acme", "alice", "bot"), Identity("acme", "mallory", "bot")
+    engine.grant_admin("acme", "boss")
+    office = engine.confirm(
+        Identity("acme", "boss", "bot"),
+        engine.remember(alice, "office", "Acme's office is in Berlin", scope=Scope.ACCOUNT).id,
+    )
+    alice_gone = engine.erase_user("acme", "alice")
+    engine.remember(mallory, "pet", "Mallory has a cat")
+    data = engine.export_user("acme", "mallory").to_dict()
+    mallory_gone = engine.erase_user("acme", "mallory")
+    # Mallory edits her file: Alice's erased account fact is hers, and she administers.
+    claimed = {**as_file(engine.get_facts(alice)[0]), "owner": "mallory"}
+    data = {**data, "account_facts": [claimed], "administrator": True}
+    before = counts(engine)
+
+    with pytest.raises(InvalidRequest) as refused:
+        engine.import_user(data, pseudonym="erased-0000000000000000")
+    assert refused.value.field == "pseudonym"
+    assert counts(engine) == before
+
+    restored = engine.import_user(data, pseudonym=mallory_gone.pseudonym)
+
+    assert [f.content for f in restored.facts] == ["Mallory has a cat"]
+    assert restored.account_facts == () and not restored.administrator
+    assert not engine.is_admin("acme", "mallory")
+    (kept,) = engine.get_facts(Identity("acme", "boss", "bot"))
+    assert (kept.id, kept.owner) == (office.id, alice_gone.pseudonym)
+
+
+def test_an_import_links_no_version_of_the_account_that_is_not_ended_and_theirs(
+    engine: MemoryEngine,
+) -> None:
+    alice, mallory = Identity("acme", "alice", "bot"), Identity("acme", "mallory", "bot")
+    engine.grant_admin("acme", "boss")
+    office = engine.confirm(
+        Identity("acme", "boss", "bot"),
+        engine.remember(alice, "office", "Acme's office is in Berlin", scope=Scope.ACCOUNT).id,
+    )
+    engine.remember(mallory, "pet", "Mallory has a cat")
+    data = engine.export_user("acme", "mallory").to_dict()
+    gone = engine.erase_user("acme", "mallory")
+    # Alice's true account fact, said to be Mallory's and replaced by Mallory's own fact.
+    claimed = {**as_file(office), "owner": "mallory", "replaced_by_id": data["facts"][0]["id"]}
+
+    engine.import_user({**data, "account_facts": [claimed]}, pseudonym=gone.pseudonym)
+
+    (kept,) = engine.get_facts(alice)
+    assert (kept.id, kept.owner, kept.replaced_by_id) == (office.id, "alice", None)
+
+
+def test_an_import_writes_no_mark_into_another_person_s_data(engine: MemoryEngine) -> None:
+    carol, mallory = Identity("acme", "carol", "bot"), Identity("acme", "mallory", "bot")
+    carols = engine.remember(carol, "home-city", "Carol lives in Oslo")
+    pet = engine.remember(mallory, "pet", "Mallory has a cat")
+    engine.get_facts(mallory, reader="support-bot")
+    data = engine.export_user("acme", "mallory").to_dict()
+    engine.erase_user("acme", "mallory")
+    (genuine,) = data["marks"]
+    forged = [
+        {**genuine, "reader": "someone", "subject": "carol"},  # her version, said to be Carol's
+        {**genuine, "reader": "mallory", "fact_id": carols.id},  # Carol's, said to be hers
+    ]
+    before = engine.export_user("acme", "carol").marks
+
+    restored = engine.import_user({**data, "marks": [genuine, *forged]})
+
+    assert [(m.reader, m.subject) for m in restored.marks] == [("support-bot", "mallory")]
+    assert engine.export_user("acme", "carol").marks == before
+    assert pet.content == restored.facts[0].content
+
+
+def test_an_id_past_what_the_database_keeps_is_refused_by_name(engine: MemoryEngine) -> None:
+    engine.remember(Identity("acme", "mallory", "bot"), "pet", "Mallory has a cat")
+    data = engine.export_user("acme", "mallory").to_dict()
+    engine.erase_user("acme", "mallory")
+    data["facts"][0]["id"] = 10**30
+
+    with pytest.raises(InvalidRequest) as refused:
+        engine.import_user(data)
+
+    assert refused.value.field == "facts[0].id" and str(2**63 - 1) in refused.value.message

@@ -149,7 +149,11 @@ def test_the_recall_tool_lists_keys_to_correct(engine: MemoryEngine, giulia: Ide
     assert nothing.ok and nothing.text == "Nothing kept is about 'zebra'."
 
 
-@pytest.mark.parametrize("query", ["", "  \n "])
+@pytest.mark.parametrize(
+    "query",
+    ["", "  \n ", "\u200b", " \u200b\u2028 ", "?!"],
+    ids=["empty", "spaces", "zero-width", "separators", "punctuation"],
+)
 def test_the_recall_tool_refuses_an_empty_query(
     engine: MemoryEngine, giulia: Identity, query: str
 ) -> None:

@@ -86,7 +86,8 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool, missing_o
 
     Confirmed account facts they stated stay, their name replaced by a
     pseudonym. On PostgreSQL, run `korely scrub` afterwards to remove the
-    deleted rows from the database's files. When the memory holds nothing
+    deleted rows from the database's files. Keep the pseudonym it prints:
+    `import-user --pseudonym` needs it to name them again. When the memory holds nothing
     about USER (a misspelt name), nothing is erased and the command fails
     (not_found), naming the names it may have meant; --missing-ok makes that
     a success.
@@ -143,15 +144,25 @@ def _held(db: Any, account: str, user: str) -> bool:
 
 @cli.command("import-user")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--pseudonym",
+    metavar="NAME",
+    help="The pseudonym `erase-user` reported: the account facts held under it name them again.",
+)
+@click.option(
+    "--administrator",
+    is_flag=True,
+    help="Restore the administrator grant the file records (a file alone grants nothing).",
+)
 @common
 @click.pass_context
-def import_user(ctx: click.Context, file: Path) -> None:
+def import_user(ctx: click.Context, file: Path, pseudonym: str | None, administrator: bool) -> None:
     """Restore a person from FILE, written by `korely export-user`, and print what it holds.
 
     Every version and memory comes back under new ids with its times; their
-    confirmed account facts are the account's and are not written (those the
-    database holds under an erasure's pseudonym name them again). Refused when
-    the memory already holds something of the person, or the file is of
+    confirmed account facts are the account's and are not written (with
+    --pseudonym, those the database holds under it name them again). Refused
+    when the memory already holds something of the person, or the file is of
     another format than korely-user-export/1; one transaction, so a refusal
     or a failure changes nothing.
     """
@@ -162,7 +173,7 @@ def import_user(ctx: click.Context, file: Path) -> None:
     except json.JSONDecodeError as error:
         raise InvalidRequest("file", f"{str(file)!r} is not JSON: {error}") from None
     engine = open_engine(ctx)
-    held = engine.import_user(data)
+    held = engine.import_user(data, pseudonym=pseudonym, administrator=administrator)
     counts = _summary(held)
     said = {"account": held.account, "user": held.user, **counts}
     emit(ctx.obj, said, lambda: pairs(said))
@@ -174,6 +185,12 @@ def import_user(ctx: click.Context, file: Path) -> None:
     if left:
         click.echo(
             f"korely: left out {' and '.join(left)}: this database does not hold the "
-            "versions they are of",
+            "versions they are of, or they are not the person's to bring",
+            err=True,
+        )
+    if isinstance(data, dict) and data.get("administrator") is True and not administrator:
+        click.echo(
+            "korely: the file records an administrator grant, not restored: "
+            "pass --administrator, or run `korely admins grant`",
             err=True,
         )

@@ -20,6 +20,7 @@ from llama_index.memory.korely import (
     _budget,
     block_room,
     engine_tokenizer,
+    korely_tools,
 )
 
 # Building a FunctionAgent makes the workflow library inspect pydantic's deprecated attributes.
@@ -203,7 +204,7 @@ HANDBOOK = " ".join(
 )
 
 
-async def test_a_block_crowded_out_by_other_blocks_is_logged_and_counted(
+async def test_a_block_crowded_out_by_other_blocks_is_logged_and_counted_once_per_read(
     engine, giulia, script, caplog
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
@@ -212,14 +213,25 @@ async def test_a_block_crowded_out_by_other_blocks_is_logged_and_counted(
     memory = KorelyMemory.from_defaults(
         engine, giulia, reader="support-bot", token_limit=1000, memory_blocks=[handbook]
     )
-    llm = script.llm(script.say("Hello."))
+    # One turn, three model calls: one read, served to each of them.
+    llm = script.llm(
+        script.call("recall", query="home"), script.call("recall", query="city"), script.say("Hi.")
+    )
+    agent = FunctionAgent(llm=llm, tools=korely_tools(engine))
     with caplog.at_level(logging.WARNING, logger="llama_index.memory.korely"):
-        await FunctionAgent(llm=llm, tools=[]).run(user_msg="Where do I live?", memory=memory)
+        await agent.run(user_msg="Where do I live?", memory=memory)
+    assert len(llm.received) == 3
     prompt = script.text(llm.received[0])
     assert "Rule 69" in prompt and "Giulia lives in Rome" not in prompt
-    assert memory.crowded_out == memory.korely_block.crowded_out >= 1
-    assert "korely memory block of" in caplog.text and "was left out of the prompt" in caplog.text
-    assert "token_limit=1000" in caplog.text
+    assert memory.crowded_out == memory.korely_block.crowded_out == 1
+    left_out = [r for r in caplog.records if "was left out of the prompt" in r.getMessage()]
+    assert len(left_out) == 1
+    assert "korely memory block of" in caplog.text and "token_limit=1000" in caplog.text
+    # The next turn is a read of its own.
+    await FunctionAgent(llm=script.llm(script.say("Hello.")), tools=[]).run(
+        user_msg="Hi again", memory=memory
+    )
+    assert memory.crowded_out == 2
 
 
 async def test_a_block_with_room_is_not_counted_as_crowded_out(engine, giulia, script) -> None:

@@ -24,6 +24,7 @@ from llama_index.core.chat_engine import (
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from llama_index.memory.korely import CaptureStats, KorelyMemory, korely_extractor, korely_tools
+from llama_index.memory.korely._capturing import Said
 
 from .conftest import Script, ScriptedLLM
 from .test_llamaindex_chat_engines import Handbook
@@ -277,11 +278,11 @@ def test_bad_capture_options_are_refused_by_name(
 
 
 @pytest.mark.parametrize("engine_kind", ["context", "simple"])
-async def test_a_turn_with_an_empty_response_is_not_captured(
+async def test_a_turn_with_an_empty_response_is_captured_with_the_persons_words(
     engine: MemoryEngine, giulia: Identity, memories: Any, engine_kind: str
 ) -> None:
-    # The extractor is scripted for one capture only: the turn that has an answer.
-    memory = memories(giulia, operations(ROME), capture_inline=True)
+    pet = {"action": "record", "key": "pet", "content": "Giulia has a cat"}
+    memory = memories(giulia, operations(ROME), operations(pet), capture_inline=True)
     llm = Script.llm(Script.say(""), Script.say("Noted."))
     if engine_kind == "context":
         chat: Any = ContextChatEngine.from_defaults(retriever=Handbook(), llm=llm, memory=memory)
@@ -289,9 +290,19 @@ async def test_a_turn_with_an_empty_response_is_not_captured(
         chat = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
     empty = str(await chat.achat("I live in Rome."))
     assert empty == ("Empty Response" if engine_kind == "context" else "")
-    assert memory.capture_stats == CaptureStats()  # no extractor call for an empty answer
-    assert str(await chat.achat("And I have a cat.")) == "Noted."
     assert memory.capture_stats == CaptureStats(captured=1)
-    (prompt,) = memory._captures._extractor.llm.received  # type: ignore[union-attr]
-    # The empty turn is over: the next turn's excerpt holds only its own words.
-    assert excerpt_of(prompt) == ["user: And I have a cat.", "assistant: Noted."]
+    assert str(await chat.achat("And I have a cat.")) == "Noted."
+    assert memory.capture_stats == CaptureStats(captured=2)
+    first, second = memory._captures._extractor.llm.received  # type: ignore[union-attr]
+    # The empty answer is left out; the next turn's excerpt holds only its own words.
+    assert excerpt_of(first) == ["user: I live in Rome."]
+    assert excerpt_of(second) == ["user: And I have a cat.", "assistant: Noted."]
+    assert sorted(f.key for f in engine.get_facts(giulia)) == ["home-city", "pet"]
+
+
+def test_an_empty_answer_stored_again_finishes_its_turn_once() -> None:
+    said = Said()
+    question = ChatMessage(role="user", content="I moved to Oslo, remember that")
+    empty = ChatMessage(role="assistant", content="Empty Response")
+    assert said.stored([question, empty]) == [(0, (("user", question.content),), False)]
+    assert said.stored([empty]) == []

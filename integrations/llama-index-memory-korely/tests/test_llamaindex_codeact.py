@@ -86,3 +86,57 @@ def test_the_functions_need_a_korely_memory(engine, giulia) -> None:
     assert refused.value.field == "tool_prefix"
     names = [f.__name__ for f in korely_functions(memory, tool_prefix="memory_")]
     assert names == [f"memory_{t.name}" for t in MEMORY_TOOLS]
+
+
+async def test_the_functions_of_one_memory_refuse_a_run_of_another(
+    engine, giulia, bob, script, caplog
+) -> None:
+    giulias = korely_functions(KorelyMemory.from_defaults(engine, giulia, reader="support-bot"))
+    bobs_memory = KorelyMemory.from_defaults(engine, bob, reader="support-bot")
+    llm = script.llm(
+        script.say(code('print(remember(key="pet", content="Bob has a dog"))')),
+        script.say("I could not keep it."),
+    )
+    agent = CodeActAgent(
+        code_execute_fn=executor(giulias), llm=llm, tools=[*giulias], streaming=False
+    )
+    await agent.run(user_msg="I'm Bob, I have a dog", memory=bobs_memory)
+    ran = script.text(llm.received[1])
+    assert (
+        "Not saved: these functions serve the memory they were made from, which is not the "
+        "memory of this conversation (they are made per conversation), so nothing was done."
+    ) in ran
+    assert engine.get_facts(giulia) == [] and engine.get_facts(bob) == []
+    assert "has no turn open: refused" in caplog.text
+
+
+async def test_the_functions_refuse_outside_their_memorys_turn(engine, giulia, script) -> None:
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    functions = {f.__name__: f for f in korely_functions(memory)}
+    # Never read: no run is reading this memory.
+    assert functions["recall"](query="cat").startswith("Not found: these functions serve")
+    agent = CodeActAgent(
+        code_execute_fn=executor([*functions.values()]),
+        llm=script.llm(script.say("Hello.")),
+        tools=[*functions.values()],
+        streaming=False,
+    )
+    await agent.run(user_msg="Hi", memory=memory)
+    # The run answered: its turn is over.
+    refused = functions["remember"](key="pet", content="Giulia has a cat")
+    assert refused.startswith("Not saved: these functions serve")
+    assert engine.get_facts(giulia) == []
+
+
+async def test_a_positional_call_is_refused_not_raised(engine, giulia, script) -> None:
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot")
+    functions = korely_functions(memory)
+    llm = script.llm(
+        script.say(code('print(remember("pet", "Giulia has a cat"))')), script.say("Sorry.")
+    )
+    agent = CodeActAgent(
+        code_execute_fn=executor(functions), llm=llm, tools=[*functions], streaming=False
+    )
+    await agent.run(user_msg="I have a cat", memory=memory)
+    assert "Not saved: this tool takes named arguments only." in script.text(llm.received[1])
+    assert engine.get_facts(giulia) == []

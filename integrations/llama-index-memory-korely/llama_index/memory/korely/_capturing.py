@@ -7,7 +7,8 @@ stored after a user message finishes the turn: its excerpt goes to
 ``korely_memory``'s capture, inline or in the background, shared with every
 adapter. A turn in which the agent erased a fact is finished as erased: it is
 not captured. An answer with no words, or a chat engine's ``"Empty Response"``, ends the
-turn uncaptured.
+turn with the user's messages alone: the empty answer is left out, what the person said is
+captured.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ class Said:
                 if text:
                     self._pairs.append(("user", text))
             elif is_answer(message) and self._pairs and text in ("", EMPTY_RESPONSE):
-                # No answer to speak of: the turn is over, with nothing said worth capturing.
-                self._answered = True
+                # No answer to speak of: the turn is over, and what the person said is kept.
+                if not self._answered:
+                    self._answered = True
+                    finished.append((self.turn, tuple(self._pairs), self._erased))
             elif is_answer(message) and self._pairs:
                 if self._answered and self._pairs[-1] == ("assistant", text):
                     continue  # the same answer stored again

@@ -38,9 +38,12 @@ class Turn:
     before: str | None = None
     """Only for a block in a ``Memory`` of your own: the message before the user's."""
     answered: bool = False
-    """Only for a block in a ``Memory`` of your own: a reply was seen after the user message."""
+    """A reply was seen after the user message (a ``KorelyMemory`` notes it when the answer is
+    stored): the turn is over."""
     stale: bool = False
     """The agent's own tools wrote during the turn: its next read reads again."""
+    crowded: bool = False
+    """The turn's read was left out of a prompt for want of room: counted (and logged) once."""
 
     @property
     def seen(self) -> bool:

@@ -215,8 +215,16 @@ class KorelyMemory(CaptureControls, Memory):
     @property
     def crowded_out(self) -> int:
         """How many reads left the korely block out of the prompt for want of room (the
-        history and the other blocks took it): ``korely_block.crowded_out``. Each is logged."""
+        history and the other blocks took it): ``korely_block.crowded_out``. A read serves
+        every model call of its turn, and is counted (and logged) once."""
         return self.korely_block.crowded_out
+
+    @property
+    def in_turn(self) -> bool:
+        """True while a turn is open: its user message was read for, its answer not stored yet.
+        ``korely_functions`` refuse to act for this memory outside one."""
+        turn = self._conversation.turn
+        return turn is not None and not turn.answered
 
     @property
     def korely_block(self) -> KorelyMemoryBlock:
@@ -235,6 +243,7 @@ class KorelyMemory(CaptureControls, Memory):
         await super().aput_messages(messages)
         if turn is not None and any(is_answer(m) for m in messages):
             # The turn is answered: what its answered calls were told is spent now.
+            turn.answered = True
             spend(turn.showings)
             await settle(turn.showings)
         await self._capture(messages)
@@ -298,24 +307,31 @@ class KorelyMemory(CaptureControls, Memory):
         room = self.token_limit - sum(self._estimate_token_count(m) for m in messages)
         question = None if input is None else text_of(input)
         turn = self._conversation.locate(history, question)
-        if self._read_budget(room) < MIN_BUDGET:
-            korely.crowded(self._read_budget(room), self.token_limit)
+        short = self._read_budget(room) < MIN_BUDGET
         if turn is None:
             # Nobody waits for an answer (a stored conversation being shown): no notices.
             index = last_user_index(history)
             query = question or (text_of(history[index]) if index is not None else None)
             block = await korely.read(query, self._read_budget(room), marking=False)
-            shown = self._within(block, room, user_message=False)
+            shown, left_out = self._within(block, room, user_message=False)
+            if short or left_out:
+                korely.crowded(self._read_budget(room), self.token_limit)
             return place(messages, shown[1]) if shown else messages
         if turn is not self._conversation.turn and self._conversation.start(turn):
             turn.block = await korely.read(turn.user, self._read_budget(room), marking=True)
+            turn.crowded = False
         elif turn.stale:
             turn.stale = False
             held = turn.block.receipt if turn.block is not None else None
             turn.block = await korely.read(
                 turn.user, self._read_budget(room), marking=True, renew=held
             )
-        within = self._within(turn.block, room, user_message=turn.stored)
+            turn.crowded = False
+        within, left_out = self._within(turn.block, room, user_message=turn.stored)
+        if (short or left_out) and not turn.crowded:
+            # Counted once per read: the turn's later model calls are served the same block.
+            turn.crowded = True
+            korely.crowded(self._read_budget(room), self.token_limit)
         if within is None:
             return messages
         variant, parts = within
@@ -332,17 +348,17 @@ class KorelyMemory(CaptureControls, Memory):
 
     def _within(
         self, block: ContextBlock | None, room: int, *, user_message: bool
-    ) -> tuple[ContextBlock, Parts] | None:
-        """``block`` framed, re-rendered smaller until it fits ``room``; None when nothing fits.
+    ) -> tuple[tuple[ContextBlock, Parts] | None, bool]:
+        """``block`` framed, re-rendered smaller until it fits ``room`` (None when nothing fits),
+        and whether it was left out for want of room.
 
         ``user_message``: the latest user message is the turn's own (see ``framed``).
         """
         variant = block
         for _ in range(_FITS):
             if variant is None or not shows_something(variant):
-                if variant is not block:  # it had something to show, but not in this room
-                    self.korely_block.crowded(self._read_budget(room), self.token_limit)
-                return None
+                # Left out for room only when it had something to show.
+                return None, variant is not block
             parts = framed(
                 self.memory_blocks_template,
                 self.korely_block.name,
@@ -353,11 +369,10 @@ class KorelyMemory(CaptureControls, Memory):
             )
             cost = self._estimate_token_count([*parts.stable, *parts.system, *parts.user])
             if cost <= room:
-                return variant, parts
+                return (variant, parts), False
             assert block is not None
             variant = block.fit(variant.tokens - (cost - room))
-        self.korely_block.crowded(self._read_budget(room), self.token_limit)
-        return None
+        return None, True
 
     async def _with_other_blocks(
         self, history: list[ChatMessage], input: str | ChatMessage | None, **block_kwargs: Any

@@ -96,6 +96,8 @@ def korely_functions(
     Each function is named as its tool (with ``tool_prefix``), takes the tool's
     arguments by name, and returns the tool's sentence: a refused or failed call
     returns the refusal (``Not saved: ...``), never raises for the model's input.
+    A call while the memory has no turn open (its run has not read it, or has
+    answered) is refused: the run it comes from reads another memory.
 
     Args:
         memory: The conversation's memory.
@@ -118,7 +120,24 @@ def korely_functions(
 def _function(
     memory: KorelyMemory, tool: MemoryTool, name: str, max_facts: int | None
 ) -> Callable[..., str]:
-    def call(**arguments: Any) -> str:
+    def call(*args: Any, **arguments: Any) -> str:
+        if args:
+            return f"{tool.refusal}: this tool takes named arguments only."
+        if not memory.in_turn:
+            # The memory has no turn open: the run the model works in reads another memory
+            # (or none), whose person these functions would write for in the wrong place.
+            logger.error(
+                "the %s function is bound to the memory of %s, which has no turn open: refused "
+                "(build korely_functions, the executor and the agent per conversation, from the "
+                "memory passed to agent.run)",
+                name,
+                memory.korely_block.identity,
+            )
+            return (
+                f"{tool.refusal}: these functions serve the memory they were made from, which is "
+                "not the memory of this conversation (they are made per conversation), so "
+                "nothing was done."
+            )
         block = memory.korely_block
         result = tool.run(
             block.engine, block.identity, arguments, reader=block.reader, max_facts=max_facts
