@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 import korely_memory
-from korely_memory import Identity, MemoryEngine, NotFound
+from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound
 
 from .cli_helpers import korely
 
@@ -213,3 +213,16 @@ def test_many_processes_may_create_the_schema_at_once(db_url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(6) as pool:
         assert pool.starmap(open_and_write, [(db_url, n) for n in range(6)]) == [1] * 6
+
+
+def test_a_url_is_read_once_for_every_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, giulia: Identity
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        MemoryEngine("postgresql://u:secret@127.0.0.1:abc/db")
+    assert refused.value.field == "url"
+    assert "secret" not in str(refused.value)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with MemoryEngine("sqlite:///~/memory.db") as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    assert (tmp_path / "memory.db").exists()
