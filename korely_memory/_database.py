@@ -30,8 +30,10 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
+
+from ._errors import InvalidRequest
 
 R = TypeVar("R")
 
@@ -57,12 +59,28 @@ _GIVE_WAY_SQLITE_SAYS = ("locked", "disk is full", "readonly database", "disk i/
 
 
 def resolve_url(url: str | URL | None) -> URL:
-    """The URL given, else ``$KORELY_DATABASE_URL``, else ``./korely-memory.db``."""
+    """The URL given, else ``$KORELY_DATABASE_URL``, else ``./korely-memory.db``.
+
+    In a SQLite URL a leading ``~`` is the home folder, as a shell would read it.
+
+    Raises:
+        InvalidRequest: It is not a database URL (the message does not repeat a URL
+            that may hold a password).
+    """
     if url is None:
         url = os.environ.get("KORELY_DATABASE_URL") or DEFAULT_URL
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        said = "the URL given" if "@" in str(url) else repr(str(url))
+        raise InvalidRequest(
+            "url", f"{said} is not a database URL (sqlite:///path/to/memory.db, postgresql://...)"
+        ) from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
+    path = parsed.database
+    if parsed.get_backend_name() == "sqlite" and path and path.startswith("~"):
+        parsed = parsed.set(database=os.path.expanduser(path))
     return parsed
 
 

@@ -71,8 +71,9 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
     Args:
         url: A SQLAlchemy URL. ``None`` opens ``$KORELY_DATABASE_URL``, else
             the SQLite file ``./korely-memory.db``. A ``postgresql://`` URL
-            needs the ``postgres`` extra (psycopg 3). The schema is created on
-            first use; see ``auto_upgrade`` for one made by an earlier version.
+            needs the ``postgres`` extra (psycopg 3); in a SQLite URL a leading
+            ``~`` is the home folder. The schema is created on first use; see
+            ``auto_upgrade`` for one made by an earlier version.
         tokenizer: Counts the tokens of a text (``token_budget`` is in these);
             by default tiktoken's ``cl100k_base``, shipped offline.
         embed: Ranks facts and memories by meaning instead of words: a
@@ -104,10 +105,10 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
             version knows is always refused.
 
     Raises:
-        InvalidRequest: An argument breaks its rule (``write_wait`` not a
-            positive number of seconds, a ``language`` the engine does not know
-            or that differs from the database's, something not callable where a
-            callable goes); ``field`` names it.
+        InvalidRequest: An argument breaks its rule (``url`` not a database
+            URL, ``write_wait`` not a positive number of seconds, a ``language``
+            the engine does not know or that differs from the database's,
+            something not callable where a callable goes); ``field`` names it.
         TypeError: ``embed`` is none of the embedders the engine takes.
         SchemaVersionError: The database's schema is not one this version works
             with (see ``auto_upgrade``).

@@ -158,6 +158,26 @@ def test_errors_are_one_line_with_a_code(sqlite_url: str, tmp_path: Path, giulia
     one_error(korely("--url", unreachable, "stats"), "database")
 
 
+def test_a_url_that_does_not_parse_is_one_line_without_its_password() -> None:
+    bad_port = korely("--url", "postgresql://u:secret@127.0.0.1:abc/db", "stats")
+    said = one_error(bad_port, "invalid_request")
+    assert said == (
+        "korely: invalid_request: url: the URL given is not a database URL "
+        "(sqlite:///path/to/memory.db, postgresql://...)"
+    )
+    assert "secret" not in bad_port.stderr
+    one_error(korely("--url", "not a url", "stats"), "invalid_request")
+
+
+def test_a_tilde_in_a_sqlite_url_is_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, giulia: Identity
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    fill(f"sqlite:///{tmp_path}/memory.db", giulia)
+    assert as_json(korely("--json", "admins", "acme", "--url", "sqlite:///~/memory.db")) == ["anna"]
+    assert not (Path.cwd() / "~").exists()
+
+
 def test_the_url_comes_from_the_environment_and_options_go_after_the_command(
     sqlite_url: str,
     giulia: Identity,

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 import korely_memory
-from korely_memory import Identity, MemoryEngine, NotFound, sealing
+from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, sealing
 
 from .cli_helpers import korely
 
@@ -229,3 +229,16 @@ def test_a_seal_verifies_under_every_engine_on_its_database_only(
             assert not sealing.verifies(second, "giulia", None)
     with MemoryEngine(f"sqlite:///{tmp_path / 'other.db'}") as elsewhere:
         assert not sealing.verifies(elsewhere, "giulia", sealed)
+
+
+def test_a_url_is_read_once_for_every_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, giulia: Identity
+) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        MemoryEngine("postgresql://u:secret@127.0.0.1:abc/db")
+    assert refused.value.field == "url"
+    assert "secret" not in str(refused.value)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with MemoryEngine("sqlite:///~/memory.db") as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    assert (tmp_path / "memory.db").exists()

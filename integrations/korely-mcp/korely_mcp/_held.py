@@ -6,12 +6,17 @@ call, which an agent makes once it has read the results before it. So a block's 
 read with a hold, and the receipt waits here until that caller calls again: the next call
 spends them. A result that never arrived (a dropped connection, a crashed client) leaves
 them held; once the hold runs out, the reader's next block tells them again.
+
+A block the client read for itself (the ``korely://context`` resource) is held the same way,
+but may never have reached a model: when a stdio session ends cleanly, its receipts are
+released (told again by the next block at once), not spent like those of tool results.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 import anyio.to_thread
 from sqlalchemy.exc import SQLAlchemyError
@@ -30,20 +35,26 @@ class HeldNotices:
     def __init__(self, engine: MemoryEngine) -> None:
         self._engine = engine
         self._receipts: dict[str, list[str]] = {}
+        self._client_reads: dict[str, list[str]] = {}
         self._lock = threading.Lock()
 
-    def keep(self, caller: str, receipt: str) -> None:
-        """Hold ``receipt`` until ``caller`` calls again."""
+    def keep(self, caller: str, receipt: str, *, client_read: bool = False) -> None:
+        """Hold ``receipt`` until ``caller`` calls again.
+
+        ``client_read``: the block was read by the client, not handed to a model as a
+        tool result; the end of the session releases it instead of spending it.
+        """
         with self._lock:
-            self._receipts.setdefault(caller, []).append(receipt)
+            held = self._client_reads if client_read else self._receipts
+            held.setdefault(caller, []).append(receipt)
 
     def waiting(self, caller: str) -> int:
         """How many of ``caller``'s receipts wait for its next call."""
         with self._lock:
-            return len(self._receipts.get(caller, ()))
+            return len(self._receipts.get(caller, ())) + len(self._client_reads.get(caller, ()))
 
     def callers(self) -> list[str]:
-        """The callers some of whose receipts wait."""
+        """The callers some of whose tool results' receipts wait."""
         with self._lock:
             return [caller for caller, receipts in self._receipts.items() if receipts]
 
@@ -54,21 +65,36 @@ class HeldNotices:
         goes on either way.
         """
         with self._lock:
-            receipts = self._receipts.pop(caller, [])
+            receipts = self._receipts.pop(caller, []) + self._client_reads.pop(caller, [])
+        await self._settle(caller, receipts, self._engine.acknowledge)
+
+    async def _settle(
+        self, caller: str, receipts: list[str], settle: Callable[[str], int], *, retry: bool = True
+    ) -> None:
+        # A receipt the database could not take is kept for the caller's next call (with
+        # ``retry``); one the engine refuses is dropped.
         failed: list[str] = []
         for receipt in receipts:
             try:
-                await anyio.to_thread.run_sync(self._engine.acknowledge, receipt)
+                await anyio.to_thread.run_sync(settle, receipt)
             except SQLAlchemyError:
-                logger.exception("could not acknowledge a block's notices; trying again later")
+                logger.exception("could not acknowledge or release a block's notices")
                 failed.append(receipt)
             except KorelyError:
                 logger.exception("the engine refused a receipt it issued; dropping it")
-        if failed:
+        if failed and retry:
             with self._lock:
                 self._receipts.setdefault(caller, [])[:0] = failed
 
-    async def acknowledge_all(self) -> None:
-        """Every caller has what its blocks showed: a stdio client closed its end cleanly."""
+    async def end_session(self) -> None:
+        """A stdio client closed its end cleanly: every caller has what its tool results
+        showed, so those are spent; what the client read for itself is released, since no
+        model may have seen it."""
         for caller in self.callers():
-            await self.acknowledge(caller)
+            with self._lock:
+                receipts = self._receipts.pop(caller, [])
+            await self._settle(caller, receipts, self._engine.acknowledge)
+        with self._lock:
+            reads = [r for receipts in self._client_reads.values() for r in receipts]
+            self._client_reads.clear()
+        await self._settle("", reads, self._engine.release, retry=False)

@@ -60,8 +60,8 @@ class FactsRequest:
     include_invalidated: bool = False
     as_of: dt.datetime | dt.date | None = field(default=None)
     limit: int = FACTS_LIMIT
-    after: tuple[dt.datetime, int] | None = None
-    """Where the page starts: after the fact recorded then with this id (from ``cursor``)."""
+    after: tuple[str, int] | None = None
+    """Where the page starts: after the fact with this key and id (from ``cursor``)."""
 
 
 # -- what the model is told about the tools ----------------------------------------------
@@ -96,7 +96,7 @@ CONTEXT_ARGUMENTS: dict[str, Any] = {
     },
 }
 FACTS_DESCRIPTION = (
-    "List the facts kept about the person you work for, newest first, each with the day it "
+    "List the facts kept about the person you work for, by key, each with the day it "
     "holds from. With include_invalidated, the versions that no longer hold too (corrected, "
     "forgotten or replaced), with why they ended; with as_of, the facts that were true then."
 )
@@ -237,7 +237,7 @@ def check_facts(arguments: Mapping[str, Any]) -> FactsRequest | Reply:
     page = _page(cursor) if isinstance(cursor, str) else None
     if page is None:
         return _refuse(
-            "cursor: is not one this tool gave; leave it out to list from the newest fact."
+            "cursor: is not one this tool gave; leave it out to list from the first fact."
         )
     # A cursor goes on with the list it came from: the same versions, true at the same time.
     if (
@@ -250,29 +250,34 @@ def check_facts(arguments: Mapping[str, Any]) -> FactsRequest | Reply:
     return FactsRequest(page.include_invalidated, page.as_of, limit=limit, after=page.after)
 
 
+def _position(fact: Fact, everything: bool) -> tuple[str, int]:
+    # The list's order: by key, and a key's versions newest first. A key is unique among the
+    # facts true at one time (the read keeps one per key), so such a list pages by key alone:
+    # a correction between pages gives the key a new version but leaves it where it was.
+    return (fact.key, -fact.id if everything else 0)
+
+
 def _cursor(fact: Fact, request: FactsRequest) -> str:
-    # Where a page ended, in the list's order (recorded, then id, newest first), and which
-    # list it is: a fact recorded meanwhile comes before it and moves nothing after it.
+    # Where a page ended, in the list's order, and which list it is.
     as_of = request.as_of.isoformat() if request.as_of is not None else None
-    said = [fact.recorded_at.isoformat(), fact.id, request.include_invalidated, as_of]
+    said = [fact.key, fact.id, request.include_invalidated, as_of]
     return base64.urlsafe_b64encode(json.dumps(said).encode()).decode().rstrip("=")
 
 
 def _page(cursor: str) -> FactsRequest | None:
     try:
         said = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        moment, fact_id, everything, as_of = said
-        at = dt.datetime.fromisoformat(moment)
+        key, fact_id, everything, as_of = said
     except (binascii.Error, ValueError, TypeError):
         return None
-    if isinstance(fact_id, bool) or not isinstance(fact_id, int) or at.tzinfo is None:
+    if isinstance(fact_id, bool) or not isinstance(fact_id, int) or not isinstance(key, str):
         return None
     if not isinstance(everything, bool) or not (as_of is None or isinstance(as_of, str)):
         return None
     then = _moment(as_of) if as_of is not None else None
     if as_of is not None and then is None:
         return None
-    return FactsRequest(everything, then, after=(at, fact_id))
+    return FactsRequest(everything, then, after=(key, fact_id))
 
 
 def _unknown(arguments: Mapping[str, Any], known: Mapping[str, Any]) -> Reply | None:
@@ -346,9 +351,12 @@ def facts_reply(facts: Sequence[Fact], request: FactsRequest, count: Callable[[s
     structured content would pass `PAGE_TOKENS` (counted with ``count``); a last line
     says how many more there are and the cursor that lists them.
     """
+    everything = request.include_invalidated
+    facts = sorted(facts, key=lambda f: _position(f, everything))
     if request.after is not None:
-        after = request.after
-        facts = [f for f in facts if (f.recorded_at, f.id) < after]
+        key, fact_id = request.after
+        after = (key, -fact_id if everything else 0)
+        facts = [f for f in facts if _position(f, everything) > after]
     lines: list[str] = []
     shown: list[dict[str, Any]] = []
     used = 0

@@ -43,13 +43,20 @@ class Subscribers:
     async def changed(self, who: Identity) -> None:
         """What ``who`` keeps changed: tell each subscriber of that memory.
 
-        A subscriber whose notice cannot go out (its connection closed, or it reads
-        nothing for `SEND_WAIT` seconds) is dropped; the write goes on either way.
+        The notices go out at once, side by side, so the write waits `SEND_WAIT` seconds
+        at most however many subscribers are stuck. A subscriber whose notice cannot go
+        out (its connection closed, or it reads nothing for `SEND_WAIT` seconds) is
+        dropped; the write goes on either way.
         """
-        for key, send in list(self._sends.get(who, {}).items()):
+
+        async def tell(key: object, send: Send) -> None:
             try:
                 with anyio.fail_after(SEND_WAIT):
                     await send()
             except Exception:  # a gone or stuck client: stop telling it, keep the write
                 logger.info("a subscriber could not be told of a change; dropping it")
                 self._sends.get(who, {}).pop(key, None)
+
+        async with anyio.create_task_group() as group:
+            for key, send in list(self._sends.get(who, {}).items()):
+                group.start_soon(tell, key, send)

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
 
-from korely_memory import Identity, KorelyError, MemoryEngine, limits
+from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, limits
+from korely_memory._database import resolve_url
 
 from .server import (
     bind,
@@ -163,16 +164,10 @@ def database_url(named: str | None) -> URL:
     """
     text = named or os.environ.get("KORELY_DATABASE_URL") or DEFAULT_URL
     try:
-        url = make_url(text)
-    except ArgumentError:
-        said = "the URL given" if "@" in text else repr(text)  # it may hold a password
-        raise CannotOpen(
-            f"{said} is not a database URL (sqlite:///path/to/memory.db, postgresql://...)"
-        ) from None
-    path = url.database
-    if url.get_backend_name() == "sqlite" and path and path.startswith("~"):
-        url = url.set(database=os.path.expanduser(path))
-    return url
+        # The engine's own reading of a URL: its ``~``, its refusal (no password repeated).
+        return resolve_url(text)
+    except InvalidRequest as error:
+        raise CannotOpen(str(error).removeprefix("url: ")) from None
 
 
 def open_engine(named: str | None) -> MemoryEngine:

@@ -130,15 +130,17 @@ async def run_stdio(server: Server) -> None:
 
     A clean close of stdin (end of file) ends the session: the notices held for the
     client's next call are spent then, since no call will follow and a pipe loses nothing
-    written to it. A process that is killed spends nothing: the next block after the hold
-    tells those notices again. A line on stdin that is not a JSON-RPC message is logged.
+    written to it; those of blocks the client read as the resource, which may never have
+    reached a model, are released for the next block to tell. A process that is killed
+    spends nothing: the next block after the hold tells those notices again. A line on
+    stdin that is not a JSON-RPC message is logged.
     """
     async with stdio_server() as (read_stream, write_stream):
         await server.run(
             _LoggingStream(read_stream), write_stream, server.create_initialization_options()
         )
     if isinstance(server, KorelyServer):
-        await server.tools.held.acknowledge_all()
+        await server.tools.held.end_session()
 
 
 class _LoggingStream:

@@ -173,13 +173,14 @@ class KorelyTools:
 
         A read of the resource may be the client's own, on a change notice, with no model
         involved: it spends no notice held for the caller, and the notices it shows are
-        held like a tool's, for the caller's next tool call.
+        held like a tool's, for the caller's next tool call; a clean end of a stdio
+        session releases them rather than spend them.
         """
         reply = await self._read(
             self._block, caller, ContextRequest(None, self.token_budget, changes=None)
         )
         if reply.receipt is not None:
-            self.held.keep(caller.name, reply.receipt)
+            self.held.keep(caller.name, reply.receipt, client_read=True)
         return reply
 
     async def _get_context(self, caller: Caller, arguments: Mapping[str, Any]) -> Reply:

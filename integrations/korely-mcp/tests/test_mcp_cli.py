@@ -100,3 +100,20 @@ def test_the_server_s_default_database_only_its_owner_reads(
         tools.engine.close()
     finally:
         os.umask(before)
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("postgresql://u:secret@127.0.0.1:abc/db", "the URL given is not a database URL"),
+        ("not a url", "'not a url' is not a database URL"),
+    ],
+)
+def test_a_url_that_does_not_parse_is_one_line_without_its_password(
+    capsys: pytest.CaptureFixture[str], url: str, said: str
+) -> None:
+    error = refused(capsys, "--url", url, *STDIO)
+    assert error.splitlines() == [
+        f"korely-mcp: {said} (sqlite:///path/to/memory.db, postgresql://...)"
+    ]
+    assert "secret" not in error

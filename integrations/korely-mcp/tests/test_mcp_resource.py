@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
-from korely_mcp import Caller, KorelyTools, create_server
+from korely_mcp import Caller, KorelyTools, _subscribers, create_server
 from korely_memory import MemoryEngine
 
 from .servers import GIULIA, MARCO
@@ -125,3 +125,23 @@ async def test_a_listen_stream_is_told_when_a_write_changes_its_memory_2026_prot
         with anyio.fail_after(5):  # the stream's end takes its subscription with it
             while tools.subscribers.count(GIULIA):
                 await anyio.sleep(0.01)
+
+
+async def test_stuck_subscribers_delay_a_write_by_one_wait_not_one_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_subscribers, "SEND_WAIT", 0.5)
+    subscribers = _subscribers.Subscribers()
+    told: list[str] = []
+
+    async def reads() -> None:
+        told.append("reads")
+
+    for key in ("stuck-1", "stuck-2", "stuck-3"):
+        subscribers.add(GIULIA, key, anyio.sleep_forever)  # a client that stopped reading
+    subscribers.add(GIULIA, "reads", reads)
+    started = anyio.current_time()
+    await subscribers.changed(GIULIA)
+    assert anyio.current_time() - started < 1.2  # told side by side, not 1.5 s one after another
+    assert told == ["reads"]
+    assert subscribers.count(GIULIA) == 1  # the stuck ones are dropped

@@ -136,6 +136,21 @@ async def test_a_change_is_told_in_one_conversation_of_one_call_and_not_in_the_n
     assert "- was: Giulia lives in Milan -> now: Giulia lives in Turin (" in retold
 
 
+async def test_a_session_that_only_read_the_resource_leaves_its_notice_for_the_next(
+    sqlite_url: str,
+) -> None:
+    with MemoryEngine(sqlite_url) as engine:
+        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        engine.get_facts(GIULIA, reader="laptop")
+        engine.correct(GIULIA, "home-city", "Giulia lives in Milan", reader="crm")
+    async with stdio(sqlite_url) as client:  # the client reads the block; no model does
+        read = await client.read_resource("korely://context")
+        assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan (" in str(read)
+    # The clean close released the notice: the next conversation's block tells it at once.
+    told = await one_call(sqlite_url)
+    assert "- was: Giulia lives in Rome -> now: Giulia lives in Milan (" in told
+
+
 async def test_no_tool_takes_an_identity_and_one_the_model_sends_is_refused(
     db_url: str, engine: MemoryEngine
 ) -> None:

@@ -289,7 +289,7 @@ async def test_a_thousand_facts_come_a_page_at_a_time_well_under_a_client_s_limi
         f'- 950 more facts not shown; call korely_get_facts with cursor "{cursor}" '
         "for the next ones."
     )
-    assert text(first).splitlines()[0].startswith("- fact-0999: Giulia noted item 999 ")
+    assert text(first).splitlines()[0].startswith("- fact-0000: Giulia noted item 0 ")
 
     # The largest page a model may ask for still fits; the cursors walk the whole list once.
     keys = [f["key"] for f in first.structured_content["facts"]]
@@ -303,7 +303,7 @@ async def test_a_thousand_facts_come_a_page_at_a_time_well_under_a_client_s_limi
         if cursor is None:
             assert page.structured_content["more"] == 0
             assert "more facts not shown" not in text(page)
-    assert keys == [f"fact-{i:04d}" for i in reversed(range(1000))]
+    assert keys == [f"fact-{i:04d}" for i in range(1000)]
 
 
 async def test_a_page_stops_at_its_token_ceiling_whatever_the_limit(
@@ -355,6 +355,34 @@ async def test_a_cursor_goes_on_with_the_list_it_came_from(sqlite_engine: Memory
     refused = await tools.call(LAPTOP, "korely_get_facts", other)
     assert refused.is_error
     assert text(refused).startswith("Not read: cursor: goes on with the list it came from")
+
+
+async def test_a_walk_through_the_pages_shows_each_key_once_while_facts_change(
+    sqlite_engine: MemoryEngine,
+) -> None:
+    for key in ("a", "c", "e", "g"):
+        sqlite_engine.remember(GIULIA, key, f"Giulia noted {key}")
+    tools = KorelyTools(sqlite_engine)
+    first = await tools.call(LAPTOP, "korely_get_facts", {"limit": 2})
+    assert first.structured_content is not None
+    keys = [f["key"] for f in first.structured_content["facts"]]
+    assert keys == ["a", "c"]
+    # Between pages: one shown fact and one not yet shown are corrected, two are added.
+    sqlite_engine.remember(GIULIA, "c", "Giulia noted c, corrected")
+    sqlite_engine.remember(GIULIA, "e", "Giulia noted e, corrected")
+    sqlite_engine.remember(GIULIA, "b", "Giulia noted b")
+    sqlite_engine.remember(GIULIA, "f", "Giulia noted f")
+    cursor = first.structured_content["next_cursor"]
+    contents = []
+    while cursor is not None:
+        page = await tools.call(LAPTOP, "korely_get_facts", {"cursor": cursor, "limit": 1})
+        assert page.structured_content is not None
+        keys += [f["key"] for f in page.structured_content["facts"]]
+        contents += [f["content"] for f in page.structured_content["facts"]]
+        cursor = page.structured_content["next_cursor"]
+    # Every key once; the one added before the cursor is left out, the one after is shown.
+    assert keys == ["a", "c", "e", "f", "g"]
+    assert contents[0] == "Giulia noted e, corrected"
 
 
 def test_every_tool_has_a_title_and_only_forget_is_destructive(
