@@ -495,24 +495,29 @@ def scrub(engine: Engine, url: URL, tables: Sequence[sa.Table], wait: float) -> 
     if engine.dialect.name != "postgresql":
         return checkpoint(engine, url, wait)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        # A transaction begun after this moment began after the deletion: it cannot see the rows.
+        # Every deletion committed before now was made by a transaction numbered below `mark`.
+        # VACUUM keeps the rows one deleted while any session's snapshot reaches back before it:
+        # a transaction begun later may too, when an older one was still running as it began.
+        mark = conn.exec_driver_sql("SELECT txid_current() %% 4294967296").scalar()
         deadline = time.monotonic() + wait
-        started = conn.exec_driver_sql("SELECT clock_timestamp()").scalar()
-        while _older_snapshots(conn, started) and time.monotonic() < deadline:
+        while _older_snapshots(conn, mark) and time.monotonic() < deadline:
             time.sleep(0.05)
+        held = _older_snapshots(conn, mark)
         for table in tables:
             conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')
-        return not _older_snapshots(conn, started)
+        return not held and not _older_snapshots(conn, mark)
 
 
-def _older_snapshots(conn: Connection, than: Any) -> bool:
-    """Whether another session of the database holds a snapshot from a transaction begun before
-    ``than``: one that may still see rows deleted before then, which VACUUM must keep."""
+def _older_snapshots(conn: Connection, mark: Any) -> bool:
+    """Whether another session of the database holds a snapshot, or runs a transaction, older
+    than transaction ``mark``: one whose snapshot may still see rows deleted before ``mark``
+    began, which VACUUM must keep."""
     return bool(
         conn.exec_driver_sql(
             "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL AND xact_start < %s)",
-            (than,),
+            "AND pid <> pg_backend_pid() AND (age(backend_xmin) > age(%(mark)s::text::xid) "
+            "OR age(backend_xid) > age(%(mark)s::text::xid)))",
+            {"mark": mark},
         ).scalar()
     )
 

@@ -218,6 +218,31 @@ def test_postgresql_scrub_says_false_while_an_older_transaction_may_see_the_rows
             assert time.monotonic() < deadline
 
 
+def test_postgresql_scrub_says_false_while_an_older_transaction_runs_between_statements(
+    postgresql_url: str, giulia: Identity
+) -> None:
+    """A transaction that wrote and waits between statements holds no snapshot, but VACUUM keeps
+    every row deleted after it began: scrub may not say the bytes are gone."""
+    with MemoryEngine(postgresql_url, write_wait=0.2) as engine:
+        engine.remember(giulia, "health", f"Giulia has {SECRET}")
+        with engine.db.connect() as conn:
+            conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
+            conn.commit()
+        other = sa.create_engine(postgresql_url)  # another program's session: READ COMMITTED
+        try:
+            with other.connect() as older:
+                older.exec_driver_sql("SELECT txid_current()").scalar()  # a number, then idle
+                engine.erase_user("acme", "giulia")
+                assert not engine.scrub()
+                assert pages_holding(engine, SECRET) != []
+        finally:
+            other.dispose()
+        deadline = time.monotonic() + 60
+        while not engine.scrub():
+            assert time.monotonic() < deadline
+        assert pages_holding(engine, SECRET) == []
+
+
 def pages_holding(engine: MemoryEngine, needle: str) -> list[str]:
     """Every relation of the memory (table or index) with a page whose raw bytes hold ``needle``."""
     found = []
