@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from .. import _database
-from .._errors import SchemaVersionError
+from .._errors import SchemaVersionError as SchemaVersionError  # raised here, defined with the rest
 from .._schema import Base
 
 VERSION_TABLE = "korely_alembic_version"
