@@ -158,6 +158,12 @@ class ContextBlock:
     def __str__(self) -> str:
         return self.text
 
+    def __copy__(self) -> ContextBlock:
+        return replaced(self)  # a copy fits itself to less room as the block does
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ContextBlock:
+        return replaced(self)  # every field is immutable
+
     @property
     def facts_text(self) -> str:
         """The changes and the known facts: the part of ``volatile`` the store vouches for

@@ -337,6 +337,8 @@ def test_a_block_is_data_that_pickles_whole(engine: MemoryEngine, giulia: Identi
             original.memories_text,
         )
         assert str(back) == str(original) and back.fit(back.tokens) is back
-    # The block the engine gave still fits itself to less room, after being pickled.
+    # The block the engine gave still fits itself to less room, after being pickled; so do copies.
     assert smaller.tokens < block.tokens and smaller != block
+    for twin in (copy.copy(block), copy.deepcopy(block)):
+        assert twin == block and twin.fit(block.tokens - 1) == smaller
     assert engine.acknowledge(block.receipt) == 1
