@@ -15,10 +15,10 @@ from ._errors import (
     NotCurrent,
     NotFound,
     PermissionDenied,
+    SchemaVersionError,
 )
 from ._export import MarkRecord, UserExport
 from ._identity import EndCause, Identity, Scope
-from ._migrations import SchemaVersionError
 from ._ranking import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._types import (
     CaptureReport,

@@ -27,7 +27,7 @@ from ._engine_memories import MemoryMethods
 from ._engine_review import ReviewMethods
 from ._engine_upkeep import UpkeepMethods
 from ._errors import InvalidRequest
-from ._ranking import Embedder, Ranking
+from ._ranking import Embedder, Ranking, check_embed
 from ._tokens import TokenCounter
 from ._types import Fact
 from ._word_index import AS_RECORDED, _AsRecorded
@@ -108,8 +108,8 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
         InvalidRequest: An argument breaks its rule (``url`` not a database
             URL, ``write_wait`` not a positive number of seconds, a ``language``
             the engine does not know or that differs from the database's,
-            something not callable where a callable goes); ``field`` names it.
-        TypeError: ``embed`` is none of the embedders the engine takes.
+            something not callable where a callable goes, an ``embed`` that is none
+            of the embedders the engine takes); ``field`` names it.
         SchemaVersionError: The database's schema is not one this version works
             with (see ``auto_upgrade``).
 
@@ -145,6 +145,7 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
                 "write_wait", f"must be more than 0 and at most 3600, got {write_wait}"
             )
         _validation.name("embed_model", embed_model, optional=True)
+        check_embed(embed)
         self.url = _database.resolve_url(url)
         self.db = _database.create(self.url, write_wait=write_wait)
         self._closed = False

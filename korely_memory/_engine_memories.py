@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
 
@@ -11,7 +12,9 @@ from . import _capture, _memories, _validation, _versions
 from ._engine_core import EngineCore
 from ._identity import Identity
 from ._types import CaptureReport, Fact, Memory, SearchResult
-from .capture import Extractor, operations_from
+
+if TYPE_CHECKING:  # the public module capture is the user's to import: a bare import leaves it out
+    from .capture import Extractor
 
 
 class _Rehearsed(Exception):
@@ -192,6 +195,8 @@ class MemoryMethods(EngineCore):
         if keeping and self._read(lambda conn: _capture.kept_last(conn, who, said)):
             return CaptureReport(None, dry_run=rehearsal, already_captured=True)
         known = self._read(lambda conn: _versions.visible(conn, who, self._now(conn)))
+        from .capture import operations_from
+
         operations = operations_from(extractor(turns, known))
 
         def work(conn: Connection) -> CaptureReport:

@@ -8,7 +8,8 @@ that says what to do about it::
     ├── NotFound (LookupError)       not_found
     ├── PermissionDenied             forbidden
     ├── NotCurrent                   fact_not_current  .current_fact_id
-    └── LimitExceeded                limit_exceeded
+    ├── LimitExceeded                limit_exceeded
+    └── SchemaVersionError           schema_version    .found, .head
 
 A database failure is raised as SQLAlchemy raised it, never turned into an
 empty answer.
@@ -63,3 +64,21 @@ class LimitExceeded(KorelyError):
     """A ceiling was reached, e.g. ``max_facts`` when recording a new key."""
 
     code = "limit_exceeded"
+
+
+class SchemaVersionError(KorelyError):
+    """The database's schema is not the one this version of korely-memory works with.
+
+    Attributes:
+        found: The revision the database is at, ``"unversioned"``, or ``"empty"``.
+        head: The revision this version of korely-memory works with.
+    """
+
+    code = "schema_version"
+
+    def __init__(self, message: str, found: str) -> None:
+        from ._migrations import HEAD  # the migrations import this module: read HEAD when raised
+
+        super().__init__(message)
+        self.found = found
+        self.head = HEAD

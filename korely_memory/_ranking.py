@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from . import _database
 from ._cache import TextCache
+from ._errors import InvalidRequest
 from ._schema import vectors
 from ._types import Fact, Memory
 from ._words import Words
@@ -241,6 +242,18 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+EMBEDDERS = (
+    "must be a LangChain Embeddings, a LlamaIndex embedding, or a function from a list of texts "
+    "to a list of vectors"
+)
+
+
+def check_embed(embed: object) -> None:
+    """Refuse, naming ``embed``, what is none of the embedders the engine takes."""
+    if embed is not None:
+        _sides(embed)  # type: ignore[arg-type]
+
+
 def _sides(embed: Embedder) -> tuple[EmbedFunction, Callable[[str], Vector]]:
     """The document side and the query side of ``embed`` (the same function when it has one)."""
     documents: EmbedFunction
@@ -253,10 +266,7 @@ def _sides(embed: Embedder) -> tuple[EmbedFunction, Callable[[str], Vector]]:
     elif callable(embed):
         documents, query = embed, None
     else:
-        raise TypeError(
-            "embed must be a LangChain Embeddings, a LlamaIndex embedding, or a function from a "
-            "list of texts to a list of vectors"
-        )
+        raise InvalidRequest("embed", EMBEDDERS + f", not {type(embed).__name__}")
     if query is None:
         return documents, lambda text: documents([text])[0]
     return documents, query

@@ -30,7 +30,7 @@ from ._errors import InvalidRequest
 from ._identity import Identity
 from ._ranking import Ranking
 from ._tokens import TokenCounter
-from ._types import Change, ContextBlock, Fact, Memory
+from ._types import Change, ContextBlock, Fact, Memory, replaced
 
 RECEIPT_SEPARATOR = ":"
 
@@ -287,7 +287,7 @@ def settle(
     snapshot, told the rest) is told from a version it got.
     """
     if claimed is None:
-        return dataclasses.replace(redraw((), None), gave_way=True)
+        return replaced(redraw((), None), gave_way=True)
     pending = gathered.pending
     told: list[Change] = []
     for change in block.changed:

@@ -15,7 +15,6 @@ each speaker said, in quotes, on the day it was kept.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 import unicodedata
@@ -27,7 +26,7 @@ from ._errors import InvalidRequest
 from ._frames import neutralise
 from ._identity import EndCause, Scope
 from ._tokens import TokenCounter
-from ._types import Change, ContextBlock, Fact, Memory
+from ._types import Change, ContextBlock, Fact, Memory, replaced, with_refit
 
 STABLE = (
     "_Standing facts kept between conversations about the people you work for and their "
@@ -301,9 +300,9 @@ def _block(
 
     def refit(block: ContextBlock, room: int) -> ContextBlock:
         fitted = _block(pick.copy(), max(room, count(STABLE)), count, more, receipt_for)
-        return dataclasses.replace(fitted, gave_way=block.gave_way)
+        return replaced(fitted, gave_way=block.gave_way)
 
-    return ContextBlock(
+    block = ContextBlock(
         text=text,
         tokens=tokens,
         stable=STABLE,
@@ -314,8 +313,8 @@ def _block(
         changed_more=more,
         omitted=pick.omitted,
         receipt=receipt_for(told) if receipt_for is not None and told else None,
-        _refit=refit,
     )
+    return with_refit(block, refit)
 
 
 def omitted_line(n: int) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ._identity import EndCause, Scope
@@ -153,12 +154,15 @@ class ContextBlock:
     omitted: int = 0
     receipt: str | None = None
     gave_way: bool = False
-    _refit: Callable[[ContextBlock, int], ContextBlock] | None = field(
-        default=None, repr=False, compare=False
-    )
 
     def __str__(self) -> str:
         return self.text
+
+    def __copy__(self) -> ContextBlock:
+        return replaced(self)  # a copy fits itself to less room as the block does
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ContextBlock:
+        return replaced(self)  # every field is immutable
 
     @property
     def facts_text(self) -> str:
@@ -196,7 +200,9 @@ class ContextBlock:
         the note alone. The block returned
         reports what it shows: ``omitted`` counts the facts given up too, and
         its ``receipt`` spends only the changes it still shows. A block that
-        already fits is returned as it is.
+        already fits is returned as it is, and so is one the engine did not render
+        in this process (built by hand, or read back from a pickle): re-rendering
+        takes the engine's tokenizer and receipts, which a block does not hold.
 
         Args:
             room: The most tokens the block may take.
@@ -204,9 +210,32 @@ class ContextBlock:
         Returns:
             The block, re-rendered to fit.
         """
-        if self.tokens <= room or self._refit is None:
+        refit = _refits.get(id(self))
+        if self.tokens <= room or refit is None:
             return self
-        return self._refit(self, room)
+        return refit(self, room)
+
+
+Refit = Callable[[ContextBlock, int], ContextBlock]
+_refits: dict[int, Refit] = {}
+"""How each block the engine rendered is fitted to less room, by ``id`` of the block, for as long as
+the block lives: beside it, not in it, so that a block is data (it pickles, compares, and copies as
+its fields do)."""
+
+
+def with_refit(block: ContextBlock, refit: Refit) -> ContextBlock:
+    """``block``, fitted to less room by ``refit`` from now on."""
+    key = id(block)
+    _refits[key] = refit
+    weakref.finalize(block, _refits.pop, key, None).atexit = False
+    return block
+
+
+def replaced(block: ContextBlock, **changes: Any) -> ContextBlock:
+    """``dataclasses.replace`` that keeps how the block is fitted to less room."""
+    new = dataclasses.replace(block, **changes)
+    refit = _refits.get(id(block))
+    return new if refit is None else with_refit(new, refit)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ The rules are in docs/concepts.md, "The context block".
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
+import pickle
 import uuid
 
 import pytest
@@ -14,7 +16,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine
+from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine
 from korely_memory._render import STABLE, render
 from korely_memory._schema import UTCDateTime
 from korely_memory._tokens import TokenCounter
@@ -313,3 +315,30 @@ def test_stored_text_cannot_close_a_frame_the_block_is_wrapped_in(
     # A tag of the frame's names is written with entities, any other with a look-alike.
     made_harmless = block.volatile.count("‹") + block.volatile.count("&lt;")
     assert made_harmless == 2 * stored.count("<")
+
+
+def test_a_block_is_data_that_pickles_whole(engine: MemoryEngine, giulia: Identity) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "diet", "Giulia is vegetarian")
+    engine.add_memory(giulia, "Giulia said she is moving to Milan in the spring")
+    engine.get_context(giulia, reader="bot")
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    block = engine.get_context(giulia, "Where does Giulia live?", reader="bot", hold=True)
+    assert block.facts and block.memories and block.changed and block.receipt
+    # Only its fields: no tokenizer, engine, lock or callback rides along.
+    assert vars(block).keys() == {f.name for f in dataclasses.fields(ContextBlock)}
+    smaller = block.fit(block.tokens - 1)
+    for original in (block, smaller):
+        back = pickle.loads(pickle.dumps(original))
+        assert back == original and vars(back) == vars(original)
+        assert (back.text, back.facts_text, back.memories_text) == (
+            original.text,
+            original.facts_text,
+            original.memories_text,
+        )
+        assert str(back) == str(original) and back.fit(back.tokens) is back
+    # The block the engine gave still fits itself to less room, after being pickled; so do copies.
+    assert smaller.tokens < block.tokens and smaller != block
+    for twin in (copy.copy(block), copy.deepcopy(block)):
+        assert twin == block and twin.fit(block.tokens - 1) == smaller
+    assert engine.acknowledge(block.receipt) == 1

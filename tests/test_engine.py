@@ -16,41 +16,23 @@ import korely_memory
 from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, sealing
 
 from .cli_helpers import korely
+from .helpers import exported
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_public_names_are_pinned() -> None:
-    assert korely_memory.__all__ == sorted(korely_memory.__all__)
-    assert set(korely_memory.__all__) == {
-        "CaptureReport",
-        "CaptureStep",
-        "Change",
-        "ContextBlock",
-        "Embedder",
-        "EndCause",
-        "ErasureReport",
-        "Fact",
-        "Identity",
-        "InvalidRequest",
-        "KorelyError",
-        "LangChainEmbeddings",
-        "LimitExceeded",
-        "LlamaIndexEmbedding",
-        "MarkRecord",
-        "Memory",
-        "MemoryEngine",
-        "NotCurrent",
-        "NotFound",
-        "Operation",
-        "PermissionDenied",
-        "SchemaVersionError",
-        "Scope",
-        "SearchResult",
-        "TrimReport",
-        "UserExport",
-        "__version__",
-    }
+def test_all_is_every_public_name_and_nothing_else() -> None:
+    assert korely_memory.__all__ == exported(korely_memory, "__version__")
+
+
+def test_a_bare_import_binds_only_the_public_names() -> None:
+    # No submodule either: the public ones (capture, limits, tools...) are the user's to import.
+    code = (
+        "import korely_memory\n"
+        "print(sorted(n for n in vars(korely_memory) if not n.startswith('_')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == repr(sorted(set(korely_memory.__all__) - {"__version__"}))
 
 
 def test_importing_the_engine_pulls_in_no_agent_framework() -> None:

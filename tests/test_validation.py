@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -280,3 +281,41 @@ def test_count_tokens_refuses_what_is_not_text(engine: MemoryEngine) -> None:
     with pytest.raises(InvalidRequest) as refused:
         engine.count_tokens(7)  # type: ignore[arg-type]
     assert refused.value.field == "text"
+
+
+@pytest.mark.new_database
+@pytest.mark.parametrize("embed", [5, "text-embedding-3-small", [[0.1, 0.2]]])
+def test_an_embed_that_is_no_embedder_is_refused_by_name_and_opens_nothing(
+    sqlite_url: str, embed: object
+) -> None:
+    path = sqlite_url.removeprefix("sqlite:///")
+    with pytest.raises(InvalidRequest) as refused:
+        MemoryEngine(sqlite_url, embed=embed)  # type: ignore[arg-type]
+    assert refused.value.field == "embed"
+    assert "LangChain Embeddings" in refused.value.message
+    assert not Path(path).exists(), "the database was created"
+
+
+def test_an_embed_refused_leaves_an_existing_database_as_it_was(
+    db_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(db_url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        before = snapshot(engine)
+        with pytest.raises(InvalidRequest) as refused:
+            MemoryEngine(db_url, embed=object())  # type: ignore[arg-type]
+        assert refused.value.field == "embed"
+        assert snapshot(engine) == before
+
+
+def test_schema_version_error_is_in_the_error_tree() -> None:
+    from korely_memory import _errors, _migrations
+
+    assert SchemaVersionError.__module__ == "korely_memory._errors"
+    assert _errors.SchemaVersionError is SchemaVersionError is _migrations.SchemaVersionError
+    assert SchemaVersionError.__mro__[1] is KorelyError
+    assert "SchemaVersionError" in korely_memory.__all__
+    tree = _errors.__doc__ or ""
+    assert "└── SchemaVersionError           schema_version" in tree
+    error = SchemaVersionError("the schema is at 9999", "9999")
+    assert (error.found, error.head, error.code) == ("9999", HEAD, "schema_version")

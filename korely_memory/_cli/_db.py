@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from .. import _migrations
-from .._errors import InvalidRequest
-from .._migrations import HEAD, REVISIONS, SchemaVersionError
+from .._errors import InvalidRequest, SchemaVersionError
+from .._migrations import HEAD, REVISIONS
 from ._app import KorelyGroup, cli, common, database_url, open_database
 from ._output import emit, pairs
 

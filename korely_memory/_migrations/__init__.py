@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from .. import _database
-from .._errors import KorelyError
+from .._errors import SchemaVersionError as SchemaVersionError  # raised here, defined with the rest
 from .._schema import Base
 
 VERSION_TABLE = "korely_alembic_version"
@@ -42,22 +42,6 @@ _version = sa.Table(
     sa.PrimaryKeyConstraint("version_num", name=f"{VERSION_TABLE}_pkc"),
 )
 _READ = sa.select(_version.c.version_num)
-
-
-class SchemaVersionError(KorelyError):
-    """The database's schema is not the one this version of korely-memory works with.
-
-    Attributes:
-        found: The revision the database is at, ``"unversioned"``, or ``"empty"``.
-        head: The revision this version of korely-memory works with.
-    """
-
-    code = "schema_version"
-
-    def __init__(self, message: str, found: str) -> None:
-        super().__init__(message)
-        self.found = found
-        self.head = HEAD
 
 
 def is_memory_table(name: str) -> bool:

@@ -12,8 +12,8 @@ Python:
     anyio.run(run_stdio, create_server(KorelyTools(MemoryEngine()), lambda: caller))
 """
 
+from .server import VERSION as __version__
 from .server import (
-    VERSION,
     bind,
     caller_from_token,
     create_server,
@@ -23,8 +23,6 @@ from .server import (
 )
 from .tokens import CallerToken, TokenFile, hash_token, new_token, read_token_file
 from .tools import PREFIX, Caller, KorelyTools
-
-__version__ = VERSION
 
 __all__ = [
     "PREFIX",

@@ -12,9 +12,7 @@ With `capture=korely_extractor(model)`, facts are also drawn from each finished 
 `KorelyMemory` (for legacy chains) needs the `classic` extra.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from langchain_korely.capture import (
     CaptureStats,
@@ -31,7 +29,7 @@ from langchain_korely.tools import (
     korely_tools,
 )
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from langchain_korely.memory import KorelyMemory
 
 __all__ = [
@@ -49,7 +47,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     # langchain-classic is optional: import it only when KorelyMemory is asked for.
     if name == "KorelyMemory":
         from langchain_korely.memory import KorelyMemory
