@@ -99,18 +99,35 @@ def _fresh_schema(*, new: bool = False) -> Iterator[str]:
     revision, a table dropped, renamed or added, a lock held past the wait) drops the schema.
     """
     require_postgres()
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with _admin().connect() as conn:
+        schema = _SPARE.pop() if _SPARE and not new else _new_schema(conn, tables=False)
     try:
-        with admin.connect() as conn:
-            schema = _SPARE.pop() if _SPARE and not new else _new_schema(conn, tables=False)
-        try:
-            yield _schema_url(schema)
-        finally:
-            with admin.connect() as conn:
-                if not _emptied(conn, schema):
-                    conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
-                    _tidy_catalog(conn)
+        yield _schema_url(schema)
     finally:
+        with _admin().connect() as conn:
+            if not _emptied(conn, schema):
+                conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+                _tidy_catalog(conn)
+
+
+_ADMIN: list[sa.Engine] = []
+
+
+def _admin() -> sa.Engine:
+    """This process's engine that makes and empties the schemas, open from its first PostgreSQL
+    test to the end of the session: a connection each test would cost more than the test."""
+    if not _ADMIN:
+        admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", pool_size=1)
+        # Not a connection any test opened: the check that each test closes its own skips it.
+        event.listen(
+            admin, "connect", lambda dbapi_connection, _: OPEN_CONNECTIONS.forget(dbapi_connection)
+        )
+        _ADMIN.append(admin)
+    return _ADMIN[0]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for admin in _ADMIN:
         admin.dispose()
 
 
@@ -325,6 +342,8 @@ class OpenConnections:
     def _closed(self, dbapi_connection: Any, *_: Any) -> None:
         with self._lock:
             self._open.pop(id(dbapi_connection), None)
+
+    forget = _closed
 
     def close_since(self, before: set[int], wait: float) -> list[str]:
         """Close the connections opened since ``before`` (a ``snapshot``) and still open after

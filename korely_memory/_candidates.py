@@ -161,8 +161,31 @@ class _Prepared:
         return tuple(merged[k] for k in self.order) if self.order is not None else merged
 
 
-@functools.lru_cache(maxsize=4 * (MAX_QUERY_TERMS + 1))
 def _prepared(dialect: Dialect, n_terms: int) -> _Prepared:
+    """The statement for ``n_terms`` words, compiled once per kind of dialect (its class, parameter
+    style and server version) rather than once per engine: a process that opens an engine per
+    request or per test compiles it once."""
+    return _compiled(_DialectKind(dialect), n_terms)
+
+
+class _DialectKind:
+    """A dialect, equal to every other of the same class, parameter style and server version: what
+    the compiled statement depends on."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.key = (type(dialect), dialect.paramstyle, dialect.server_version_info)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _DialectKind) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+@functools.lru_cache(maxsize=4 * (MAX_QUERY_TERMS + 1))
+def _compiled(kind: _DialectKind, n_terms: int) -> _Prepared:
+    dialect = kind.dialect
     compiled = _statement(n_terms, _database.binds_arrays(dialect)).compile(dialect=dialect)
     placeholders: dict[str, Any] = {
         "account": "",
