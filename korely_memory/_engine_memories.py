@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
 
-from . import _capture, _memories, _validation, _versions
+from . import _capture, _memories, _validation, _versions, limits
 from ._engine_core import EngineCore
 from ._identity import Identity
 from ._types import CaptureReport, Fact, Memory, SearchResult
@@ -187,7 +187,7 @@ class MemoryMethods(EngineCore):
         """
         who = _validation.identity(who)
         said = _capture.excerpt(messages)
-        ceiling = _validation.optional_count("max_facts", max_facts)
+        ceiling = limits.check_max_facts(max_facts)
         _validation.name("reader", reader, optional=True)
         rehearsal = _validation.flag("dry_run", dry_run)
         keeping = _validation.flag("keep_excerpt", keep_excerpt)

@@ -18,6 +18,7 @@ import argparse
 import ipaddress
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -130,7 +131,10 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds a block's change notices wait for the caller's next call before they "
         "are told again (default: %(default)g; 0: spend them as they are read)",
     )
-    reading.add_argument("--max-facts", type=int, help="refuse a new key beyond this many facts")
+    reading.add_argument(
+        "--max-facts",
+        help="refuse a new key once an identity keeps this many facts (0: no new key)",
+    )
     return parser
 
 
@@ -141,11 +145,19 @@ def _tools(options: argparse.Namespace) -> KorelyTools:
             engine,
             token_budget=options.token_budget,
             hold=options.hold,
-            max_facts=options.max_facts,
+            max_facts=_count(options.max_facts),
         )
     except KorelyError:
         engine.close()
         raise
+
+
+def _count(text: str | int | None) -> Any:
+    # A number as the flag was written; anything else is handed on as it came, for the
+    # engine's rule (limits.check_max_facts) to refuse naming the field.
+    if isinstance(text, str) and re.fullmatch(r"[+-]?[0-9]+", text.strip()):
+        return int(text)
+    return text
 
 
 class CannotOpen(KorelyError):

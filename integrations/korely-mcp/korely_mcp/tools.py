@@ -85,7 +85,7 @@ class KorelyTools:
         memory_tools: The engine's tools to offer, each as ``korely_<name>``.
 
     Raises:
-        InvalidRequest: ``token_budget`` or ``hold`` breaks the engine's rule.
+        InvalidRequest: ``token_budget``, ``hold`` or ``max_facts`` breaks the engine's rule.
     """
 
     def __init__(
@@ -100,9 +100,7 @@ class KorelyTools:
         self.engine = engine
         self.token_budget = limits.check_token_budget(token_budget)
         self.hold = limits.check_hold(hold) if hold else None
-        if max_facts is not None and (isinstance(max_facts, bool) or max_facts < 1):
-            raise InvalidRequest("max_facts", f"must be a positive integer, got {max_facts!r}")
-        self.max_facts = max_facts
+        self.max_facts = limits.check_max_facts(max_facts)
         self.held = HeldNotices(engine)
         self.subscribers = Subscribers()
         """The clients told when a tool here changes the memory they read."""

@@ -55,7 +55,8 @@ def test_the_environment_completes_the_flags(
             "korely-mcp: hold: must be more than 0 and at most a day, got -1 seconds",
         ),
         (["--hold", "90000"], "korely-mcp: hold: must be more than 0 and at most a day, got 90000"),
-        (["--max-facts", "0"], "korely-mcp: max_facts: must be a positive integer"),
+        (["--max-facts", "-1"], "korely-mcp: max_facts: must be an integer from 0"),
+        (["--max-facts", "2.0"], "korely-mcp: max_facts: must be an integer from 0"),
     ],
 )
 def test_a_bad_setting_is_refused_naming_the_field(

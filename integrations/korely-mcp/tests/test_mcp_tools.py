@@ -201,7 +201,8 @@ async def test_a_caller_the_server_cannot_name_is_refused(sqlite_engine: MemoryE
         ({"token_budget": 10}, "token_budget"),
         ({"hold": -1}, "hold"),
         ({"hold": 86_401}, "hold"),
-        ({"max_facts": 0}, "max_facts"),
+        ({"max_facts": -1}, "max_facts"),
+        ({"max_facts": 2.0}, "max_facts"),
     ],
 )
 def test_a_bad_setting_is_refused_when_the_tools_are_made(

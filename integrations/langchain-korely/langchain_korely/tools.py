@@ -243,9 +243,4 @@ def _check_options(identity: Any, identity_from: Any, reader: Any, max_facts: An
     if identity_from is not None and not callable(identity_from):
         raise InvalidRequest("identity_from", "must be a function of the run")
     limits.check_reader(reader)
-    if max_facts is not None and (
-        isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 0
-    ):
-        raise InvalidRequest(
-            "max_facts", f"must be None or an integer from 0, not {max_facts!r:.40}"
-        )
+    limits.check_max_facts(max_facts)

@@ -165,10 +165,7 @@ def _function(
 
 
 def _check_options(max_facts: int | None, tool_prefix: str) -> None:
-    if max_facts is not None and (
-        isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 0
-    ):
-        raise InvalidRequest("max_facts", f"must be a non-negative integer, got {max_facts!r:.40}")
+    limits.check_max_facts(max_facts)
     if not isinstance(tool_prefix, str) or not all(
         _TOOL_NAME.fullmatch(tool_prefix + tool.name) for tool in MEMORY_TOOLS
     ):

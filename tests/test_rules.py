@@ -1,0 +1,95 @@
+"""One rule, one place: every entry point that takes a setting or a stored text meets the
+engine's own rule for it, not a copy of its own."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from korely_mcp import KorelyTools
+from korely_mcp import cli as mcp_cli
+from korely_memory import Identity, InvalidRequest, LimitExceeded, MemoryEngine, limits
+from korely_memory.tools import REMEMBER
+from langchain_korely import KorelyMiddleware
+from langchain_korely import korely_tools as langchain_tools
+from llama_index.memory.korely import KorelyMemory
+from llama_index.memory.korely import korely_tools as llama_tools
+
+MAX_FACTS_VALUES = [0, -1, 2.0, "3", True, None, 1, 5, 2**63]
+
+Enter = Callable[[MemoryEngine, Identity, Any, str], object]
+
+
+def _cli(engine: MemoryEngine, who: Identity, value: Any, url: str) -> object:
+    # A command line has only text: the flag's text is the value's, and leaving the flag out
+    # is None. "3" there is the number 3, so the rule is met by the number the text says.
+    flag = None if value is None else str(value)
+    options = argparse.Namespace(url=url, token_budget=2000, hold=30.0, max_facts=flag)
+    tools = mcp_cli._tools(options)
+    tools.engine.close()
+    return tools.max_facts
+
+
+MAX_FACTS_ENTRIES: dict[str, Enter] = {
+    "engine.remember": lambda e, who, v, _: e.remember(who, "home-city", "In Rome", max_facts=v),
+    "engine.capture": lambda e, who, v, _: e.capture(
+        who, [("user", "I live in Rome")], extractor=lambda *_: [], max_facts=v
+    ),
+    "korely_memory.tools": lambda e, who, v, _: REMEMBER.run(
+        e, who, {"key": "home-city", "content": "In Rome"}, max_facts=v
+    ),
+    "langchain middleware": lambda e, who, v, _: KorelyMiddleware(e, max_facts=v),
+    "langchain tools": lambda e, who, v, _: langchain_tools(e, max_facts=v, identity=who),
+    "llama-index memory": lambda e, who, v, _: KorelyMemory.from_defaults(e, who, max_facts=v),
+    "llama-index tools": lambda e, who, v, _: llama_tools(e, who, max_facts=v),
+    "mcp tools": lambda e, who, v, _: KorelyTools(e, max_facts=v),
+    "mcp --max-facts": _cli,
+}
+
+
+def _flag_value(value: Any) -> Any:
+    """What ``--max-facts`` given ``value``'s text means: the number a text of digits says,
+    else the text itself."""
+    if value is None:
+        return None
+    text = str(value)
+    return int(text) if text.lstrip("+-").isdigit() else text
+
+
+def _rule(value: Any) -> str | None:
+    """The engine's sentence refusing ``value``, None when it takes it."""
+    try:
+        limits.check_max_facts(value)
+    except InvalidRequest as error:
+        assert error.field == "max_facts"
+        return str(error)
+    return None
+
+
+@pytest.fixture
+def sqlite_engine(sqlite_url: str) -> Iterator[MemoryEngine]:
+    with MemoryEngine(sqlite_url) as engine:
+        yield engine
+
+
+@pytest.mark.parametrize("value", MAX_FACTS_VALUES, ids=repr)
+@pytest.mark.parametrize("entry", sorted(MAX_FACTS_ENTRIES))
+def test_every_entry_point_takes_max_facts_by_the_engine_s_rule(
+    sqlite_engine: MemoryEngine, sqlite_url: str, giulia: Identity, entry: str, value: Any
+) -> None:
+    refused = _rule(_flag_value(value) if entry == "mcp --max-facts" else value)
+    try:
+        MAX_FACTS_ENTRIES[entry](sqlite_engine, giulia, value, sqlite_url)
+    except LimitExceeded:
+        assert value == 0  # taken: no new key once 0 facts are kept
+    except InvalidRequest as error:
+        assert refused is not None, f"{entry} refused {value!r}, which the rule takes"
+        assert (error.field, str(error)) == ("max_facts", refused)
+        # A refused setting changes nothing.
+        assert sqlite_engine.get_facts(giulia) == []
+        assert sqlite_engine.search_memories(giulia, "Rome") == []
+        return
+    assert refused is None, f"{entry} took {value!r}, which the rule refuses: {refused}"
