@@ -91,6 +91,33 @@ def _fact_line(
     return f"- {label}: {fold(content)} (since {since:%Y-%m-%d}, until {last_day(until)})"
 
 
+_VERSION_LABELS = {**_LABELS, Scope.ACCOUNT_REJECTED.value: "refused for the account"}
+ERASED_WORDS = "(its words were erased)"
+
+
+def version_line(fact: Fact) -> str:
+    """A line of a list of every version of a key, which names what the block does not show:
+    a current fact as ``fact_line`` writes it (a refusal for the account says so), one whose
+    words were erased says so, and one that ended says when and why
+    (``- key: content (SINCE to END, CAUSE)``)."""
+    scope = fact.effective_scope.value
+    if fact.is_current and fact.content and scope != Scope.ACCOUNT_REJECTED.value:
+        return fact_line(fact)
+    label = f"{fact.key} ({_VERSION_LABELS[scope]})" if scope in _VERSION_LABELS else fact.key
+    words = fold(fact.content) if fact.content else ERASED_WORDS
+    if fact.is_current and fact.valid_until is not None:
+        return (
+            f"- {label}: {words} (since {fact.valid_from:%Y-%m-%d}, "
+            f"until {last_day(fact.valid_until)})"
+        )
+    if fact.is_current:
+        return f"- {label}: {words} (since {fact.valid_from:%Y-%m-%d})"
+    ended = fact.invalid_at or fact.ended_recorded_at
+    why = f", {fact.end_cause.said}" if fact.end_cause is not None else ""
+    until = f" to {ended:%Y-%m-%d}" if ended is not None else ""
+    return f"- {label}: {words} ({fact.valid_from:%Y-%m-%d}{until}{why})"
+
+
 def last_day(until: dt.datetime) -> str:
     """The last day a fact that ends at ``until`` holds: the day before, when it ends at
     midnight (as one recorded until a date does)."""

@@ -18,30 +18,28 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio.to_thread
 from mcp import types
-from sqlalchemy.exc import SQLAlchemyError
 
-from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, limits
-from korely_memory.tools import MEMORY_TOOLS, SETUP_FIELDS, UNREACHABLE, MemoryTool
+from korely_memory import Identity, MemoryEngine, limits
+from korely_memory import tools as engine_tools
+from korely_memory.tools import MEMORY_TOOLS, MemoryTool
 
 from . import _reads
 from ._held import HeldNotices
-from ._reads import GET_CONTEXT, GET_FACTS, ContextRequest, FactsRequest, Reply
+from ._reads import GET_CONTEXT, GET_FACTS, Reply
 from ._subscribers import Subscribers
 
 __all__ = ["PREFIX", "Caller", "KorelyTools"]
 
 logger = logging.getLogger("korely_mcp")
 
-PREFIX = "korely_"
+PREFIX = _reads.PREFIX
 """What the server puts before an engine tool's name (``remember`` -> ``korely_remember``)."""
-
-Request = TypeVar("Request", ContextRequest, FactsRequest)
 
 TITLES = {
     GET_CONTEXT: "Read what is kept about the person",
@@ -174,63 +172,36 @@ class KorelyTools:
         held like a tool's, for the caller's next tool call; a clean end of a stdio
         session releases them rather than spend them.
         """
-        reply = await self._read(
-            self._block, caller, ContextRequest(None, self.token_budget, changes=None)
-        )
+        reply = await self._get_context(caller, {})
         if reply.receipt is not None:
             self.held.keep(caller.name, reply.receipt, client_read=True)
         return reply
 
     async def _get_context(self, caller: Caller, arguments: Mapping[str, Any]) -> Reply:
-        request = _reads.check_context(arguments, self.token_budget)
-        if isinstance(request, Reply):
-            return request
-        return await self._read(self._block, caller, request)
-
-    def _block(self, caller: Caller, request: ContextRequest) -> Reply:
-        block = self.engine.get_context(
+        read = functools.partial(
+            engine_tools.get_context,
+            self.engine,
             caller.who,
-            request.query,
+            arguments,
             reader=caller.reader,
-            token_budget=request.token_budget,
-            changes=request.changes,
+            token_budget=self.token_budget,
             hold=self.hold,
         )
-        return _reads.context_reply(block)
+        return _reads.reply(await anyio.to_thread.run_sync(read))
 
     async def _get_facts(self, caller: Caller, arguments: Mapping[str, Any]) -> Reply:
-        request = _reads.check_facts(arguments)
-        if isinstance(request, Reply):
-            return request
-        return await self._read(self._facts, caller, request)
-
-    def _facts(self, caller: Caller, request: FactsRequest) -> Reply:
         # With the reader, the facts handed over are marked: a change to one is told later.
         # Every fact the read finds is marked, those of later pages too: a change to one the
         # model did not page to is told all the same (told once too often, never missed).
-        facts = self.engine.get_facts(
+        read = functools.partial(
+            engine_tools.get_facts,
+            self.engine,
             caller.who,
-            as_of=request.as_of,
-            include_invalidated=request.include_invalidated,
+            arguments,
             reader=caller.reader,
+            prefix=PREFIX,
         )
-        return _reads.facts_reply(facts, request, self.engine.count_tokens)
-
-    async def _read(
-        self, read: Callable[[Caller, Request], Reply], caller: Caller, request: Request
-    ) -> Reply:
-        try:
-            reply = await anyio.to_thread.run_sync(read, caller, request)
-        except InvalidRequest as error:
-            if error.field in SETUP_FIELDS:
-                raise
-            return _reads.refuse_error(str(error))
-        except KorelyError as error:
-            return _reads.refuse_error(str(error))
-        except SQLAlchemyError:
-            logger.exception("a read could not reach the memory")
-            return _reads.refuse_error(UNREACHABLE)
-        return reply
+        return _reads.reply(await anyio.to_thread.run_sync(read))
 
     async def _run(self, tool: MemoryTool, caller: Caller, arguments: Mapping[str, Any]) -> Reply:
         run = functools.partial(
@@ -241,8 +212,7 @@ class KorelyTools:
             reader=caller.reader,
             max_facts=self.max_facts,
         )
-        result = await anyio.to_thread.run_sync(run)
-        return Reply(result.text, ok=result.ok, wrote=result.ok and tool.writes)
+        return _reads.reply(await anyio.to_thread.run_sync(run), wrote=tool.writes)
 
 
 def _definition(name: str, tool: MemoryTool) -> types.Tool:
