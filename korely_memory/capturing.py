@@ -173,7 +173,9 @@ class Job:
 def chunks(pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     """The excerpt in parts the engine keeps as one memory each (at most `MAX_MEMORY` characters
     as `role: text` paragraphs). A message goes whole to the next part when it does not fit in
-    this one; one longer than a part is cut at paragraph breaks, else at spaces, never dropped."""
+    this one; one longer than a part is cut at paragraph breaks, else at spaces, never dropped.
+    The one rule for splitting a long exchange: `tools.exchange_memories` splits a turn kept
+    as memories by it too."""
     parts: list[list[tuple[str, str]]] = [[]]
     size = 0
     for role, text in pairs:

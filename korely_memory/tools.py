@@ -49,7 +49,8 @@ from ._errors import InvalidRequest, KorelyError
 from ._identity import Identity, Scope
 from ._render import fact_line, fold, last_day, memory_line, version_line
 from ._types import Change, ContextBlock, Fact
-from ._validation import MAX_CONTENT, MAX_KEY, MAX_MEMORY, moment_text
+from ._validation import MAX_CONTENT, MAX_KEY, moment_text
+from .capturing import chunks
 from .limits import DEFAULT_BUDGET, check_identity, check_max_facts, check_reader
 
 __all__ = [
@@ -424,8 +425,10 @@ def exchange_memories(turns: Sequence[tuple[str, str]]) -> list[str]:
     """Memories to keep of a conversation excerpt: one per turn, none over the size limit.
 
     A turn is a user message and the answers that follow it; tool traffic is
-    left out by the caller. A turn longer than a memory may be is split at
-    paragraph breaks (or, failing that, at spaces), never truncated.
+    left out by the caller. A turn longer than a memory may be is split as a captured
+    excerpt is (`capturing.chunks`): a message goes whole to the next piece when it does
+    not fit in this one, one longer than a piece is cut at paragraph breaks (or, failing
+    that, at spaces), never truncated, and each piece says who said its words.
 
     Args:
         turns: ``(role, text)`` pairs, roles ``user`` and ``assistant``.
@@ -433,35 +436,19 @@ def exchange_memories(turns: Sequence[tuple[str, str]]) -> list[str]:
     Returns:
         The texts to keep, in order, each at most ``MAX_MEMORY`` characters.
     """
-    grouped: list[list[str]] = []
+    grouped: list[list[tuple[str, str]]] = []
     for role, text in turns:
         said = text.strip()
         if not said:
             continue
         if role == "user" or not grouped:
             grouped.append([])
-        grouped[-1].append(_capture.said(role, said))
-    pieces: list[str] = []
-    for turn in grouped:
-        pieces += _split("\n\n".join(turn), MAX_MEMORY)
-    return pieces
-
-
-def _split(text: str, size: int) -> list[str]:
-    """``text`` in pieces of at most ``size`` characters, cut at a paragraph break or else at a
-    space where it can."""
-    pieces: list[str] = []
-    while len(text) > size:
-        cut = text.rfind("\n\n", 0, size)
-        if cut <= 0:
-            cut = text.rfind(" ", 0, size)
-        if cut <= 0:
-            cut = size
-        pieces.append(text[:cut].strip())
-        text = text[cut:].strip()
-    if text:
-        pieces.append(text)
-    return pieces
+        grouped[-1].append((role, said))
+    return [
+        "\n\n".join(_capture.said(role, text) for role, text in part)
+        for turn in grouped
+        for part in chunks(turn)
+    ]
 
 
 def _unknown(refusal: str, known: Sequence[str], other: Sequence[str]) -> ToolResult:

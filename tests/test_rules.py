@@ -13,8 +13,10 @@ import pytest
 from korely_mcp import Caller, KorelyTools
 from korely_mcp import cli as mcp_cli
 from korely_memory import Identity, InvalidRequest, LimitExceeded, MemoryEngine, limits
+from korely_memory._capture import excerpt
+from korely_memory.capturing import chunks
 from korely_memory.framing import one_line as fold
-from korely_memory.tools import REMEMBER, get_context, get_facts
+from korely_memory.tools import REMEMBER, exchange_memories, get_context, get_facts
 from langchain_korely import KorelyMiddleware
 from langchain_korely import korely_tools as langchain_tools
 from llama_index.memory.korely import KorelyMemory
@@ -152,3 +154,24 @@ def test_the_reading_tools_neutralise_stored_text_as_the_context_block_does(
     assert set(block_lines) <= set(context.splitlines())
     ended = [line for line in history.splitlines() if line not in block_lines]
     assert ended == [f"- home-city: {fold(HOSTILE)} ({ended[0].rsplit('(', 1)[1]}"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "word " * 5000,  # cut at spaces
+        ("A paragraph of words.\n\n" * 1000).strip(),  # cut at paragraph breaks
+        "x" * 40_000,  # one long word: cut at the size
+    ],
+    ids=["words", "paragraphs", "one long word"],
+)
+def test_a_long_exchange_is_split_by_one_rule_for_capture_and_for_kept_turns(text: str) -> None:
+    # A turn kept as memories (the adapters' save_exchanges, keep_flushed) is split as a
+    # captured excerpt is: every piece under its speaker, none over a memory's size.
+    pairs = [("user", "I moved."), ("assistant", text), ("user", "Thanks.")]
+    turns = [pairs[:2], pairs[2:]]
+    kept = exchange_memories(pairs)
+    # The pieces a captured excerpt is cut into, turn by turn, each as a memory keeps it.
+    assert kept == [excerpt(part) for turn in turns for part in chunks(turn)]
+    assert len(kept) > 2 and all(len(piece) <= limits.MAX_MEMORY for piece in kept)
+    assert all(piece.startswith(("user: ", "assistant: ")) for piece in kept)

@@ -155,8 +155,11 @@ async def test_a_long_exchange_is_kept_whole_in_pieces(
     kept = [m.content for m in sorted(found, key=lambda m: m.id)]
     assert len(kept) > 1
     assert all(len(piece) <= MAX_MEMORY for piece in kept)
-    whole = f"user: How do refunds work?\n\nassistant: {answer}"
-    assert " ".join(kept).split() == whole.split()  # split at breaks, nothing cut off
+    first, *rest = kept
+    assert first.startswith("user: How do refunds work?\n\nassistant: ")
+    assert all(piece.startswith("assistant: ") for piece in rest)  # each piece says who spoke
+    words = [first.split("\n\nassistant: ", 1)[1], *(p.removeprefix("assistant: ") for p in rest)]
+    assert " ".join(words).split() == answer.split()  # split at breaks, nothing cut off
 
 
 @pytest.mark.asyncio

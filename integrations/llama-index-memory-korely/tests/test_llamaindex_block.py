@@ -170,8 +170,9 @@ async def test_a_turn_longer_than_a_memory_is_split_not_cut(engine, giulia) -> N
     await block.aput([user(said), assistant("ok tea")], from_short_term_memory=True)
     kept = sorted(engine.search_memories(giulia, "tea", limit=10), key=lambda m: m.id)
     assert len(kept) == 3 and all(len(m.content) <= MAX_MEMORY for m in kept)
-    joined = " ".join(m.content for m in kept)
-    assert joined == f"user: {said}\n\nassistant: ok tea"
+    assert all(m.content.startswith("user: ") for m in kept)  # each piece says who spoke
+    joined = " ".join(m.content.removeprefix("user: ") for m in kept)
+    assert joined == f"{said}\n\nassistant: ok tea"
 
 
 @pytest.mark.parametrize(
