@@ -5,18 +5,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Callable, Iterator
+import datetime as dt
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from korely_mcp import Caller, KorelyTools
 from korely_mcp import cli as mcp_cli
-from korely_memory import Identity, InvalidRequest, LimitExceeded, MemoryEngine, limits
+from korely_memory import (
+    Fact,
+    Identity,
+    InvalidRequest,
+    LimitExceeded,
+    MemoryEngine,
+    Operation,
+    limits,
+)
 from korely_memory._capture import excerpt
 from korely_memory.capturing import chunks
 from korely_memory.framing import one_line as fold
-from korely_memory.tools import REMEMBER, exchange_memories, get_context, get_facts
+from korely_memory.tools import RECALL, REMEMBER, exchange_memories, get_context, get_facts
 from langchain_korely import KorelyMiddleware
 from langchain_korely import korely_tools as langchain_tools
 from llama_index.memory.korely import KorelyMemory
@@ -175,3 +184,77 @@ def test_a_long_exchange_is_split_by_one_rule_for_capture_and_for_kept_turns(tex
     assert kept == [excerpt(part) for turn in turns for part in chunks(turn)]
     assert len(kept) > 2 and all(len(piece) <= limits.MAX_MEMORY for piece in kept)
     assert all(piece.startswith(("user: ", "assistant: ")) for piece in kept)
+
+
+# -- a user's own fact hides the account's under the same key ------------------------------
+#
+# The rule is written twice: in SQL for the context block's one statement
+# (_candidates._shadowed) and in Python for every other read (_versions.shadow: get_facts,
+# as_of reads, search and recall, what capture shows its extractor). This test reads through
+# every public path of both, so it fails when either copy breaks.
+
+DAY_1 = dt.datetime(2026, 12, 1, 9, tzinfo=dt.timezone.utc)
+ANNA = Identity("acme", "anna", "support-copilot")
+MARCO = Identity("acme", "marco", "support-copilot")
+ACCOUNT_OFFICE = "The office is in Milan"
+OWN_OFFICE = "Giulia works from the office in Rome"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = DAY_1
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def _office_everywhere(
+    engine: MemoryEngine, who: Identity, now: dt.datetime
+) -> dict[str, list[str]]:
+    """The words under ``office`` that each read path gives ``who``."""
+    shown: list[Sequence[Fact]] = []
+
+    def extractor(_: object, facts: Sequence[Fact]) -> list[Operation]:
+        shown.append(facts)
+        return []
+
+    engine.capture(who, [("user", "Where is the office?")], extractor=extractor, keep_excerpt=False)
+    paths: dict[str, Sequence[Fact]] = {
+        "get_context": engine.get_context(who, "office").facts,
+        "get_context as_of": engine.get_context(who, "office", as_of=now).facts,
+        "get_facts": engine.get_facts(who),
+        "get_facts as_of": engine.get_facts(who, as_of=now),
+        "search": engine.search(who, "office").facts,
+        "capture": shown[0],
+    }
+    found = {name: [f.content for f in facts if f.key == "office"] for name, facts in paths.items()}
+    listed = get_facts(engine, who, {}).structured or {}
+    found["tools.get_facts"] = [f["content"] for f in listed["facts"] if f["key"] == "office"]
+    recalled = RECALL.run(engine, who, {"query": "office"}).text
+    found["recall"] = [words for words in (ACCOUNT_OFFICE, OWN_OFFICE) if words in recalled]
+    return found
+
+
+@pytest.mark.parametrize("then", ["own fact", "own fact expired", "own fact forgotten"])
+def test_a_user_s_own_fact_hides_the_account_s_on_every_read_path(
+    db_url: str, giulia: Identity, then: str
+) -> None:
+    clock = _Clock()
+    with MemoryEngine(db_url, clock=clock) as engine:
+        engine.grant_admin("acme", "anna")
+        until = DAY_1 + dt.timedelta(days=1) if then == "own fact expired" else None
+        engine.remember(giulia, "office", OWN_OFFICE, valid_until=until)
+        # The account's fact is the newer: the user's hides it by scope, not by recency.
+        clock.now += dt.timedelta(minutes=1)
+        proposal = engine.remember(ANNA, "office", ACCOUNT_OFFICE, scope="account")
+        engine.confirm(ANNA, proposal.id)
+        if then == "own fact expired":
+            clock.now = DAY_1 + dt.timedelta(days=2)
+        if then == "own fact forgotten":
+            engine.forget(giulia, "office")
+        expected = [OWN_OFFICE] if then == "own fact" else [ACCOUNT_OFFICE]
+        paths = _office_everywhere(engine, giulia, clock.now)
+        assert {path: words for path, words in paths.items() if words != expected} == {}
+        # Another person of the account sees the account's fact, on every path too.
+        others = _office_everywhere(engine, MARCO, clock.now)
+        assert {path: words for path, words in others.items() if words != [ACCOUNT_OFFICE]} == {}
