@@ -117,6 +117,14 @@ class Change:
     cause: EndCause
 
 
+CHANGED = "## Changed since you last read"
+KNOWN = "## Known facts"
+MEMORIES = "## Relevant memories"
+HEADERS = (CHANGED, KNOWN, MEMORIES)
+"""The headers of a block's sections, in the order they come (``ContextBlock`` splits on
+``MEMORIES``)."""
+
+
 @dataclass(frozen=True)
 class ContextBlock:
     """What an agent is handed at the start of a conversation.
@@ -177,20 +185,10 @@ class ContextBlock:
         return self._parts()[1]
 
     def _parts(self) -> tuple[str, str]:
-        from ._render import MEMORIES
-
         if self.volatile.startswith(MEMORIES):
             return "", self.volatile
         facts, found, memories = self.volatile.partition("\n\n" + MEMORIES)
         return (facts, MEMORIES + memories) if found else (facts, "")
-
-    @staticmethod
-    def sample_text() -> str:
-        """A block as the engine writes one, ending in a fact line: for measuring what an
-        application wraps blocks in (a frame's tokens), before any block is read."""
-        from ._render import sample_text
-
-        return sample_text()
 
     def fit(self, room: int) -> ContextBlock:
         """This block in at most ``room`` tokens, giving up its least needed lines first.

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import _render
 from ._frames import FRAME_TAGS
 from ._frames import neutralise as _neutralise
-from ._render import HEADERS, STABLE, fold
+from ._render import STABLE, fold
+from ._types import HEADERS
 
-__all__ = ["BLOCK_LINES", "FRAME_TAGS", "neutralise", "one_line"]
+__all__ = ["BLOCK_LINES", "FRAME_TAGS", "neutralise", "one_line", "sample_text"]
 
 BLOCK_LINES: tuple[str, ...] = (*HEADERS, STABLE.split(" about ")[0])
 """The lines only a block writes: its headers, and its note's opening words."""
@@ -61,3 +63,9 @@ def one_line(text: str) -> str:
         The line.
     """
     return fold(text)
+
+
+def sample_text() -> str:
+    """A block as the engine writes one, ending in a fact line: for measuring what an
+    application wraps blocks in (a frame's tokens), before any block is read."""
+    return _render.sample_text()

@@ -11,7 +11,7 @@ from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE
 from llama_index.core.prompts import RichPromptTemplate
 
-from korely_memory import ContextBlock, MemoryEngine
+from korely_memory import MemoryEngine, framing
 
 DEFAULT_BLOCK_NAME = "korely"
 Tokenizer = Callable[[str], Sequence[Any]]
@@ -93,7 +93,7 @@ def _frame_of(template_str: str, block_name: str) -> tuple[tuple[str, str | None
 
 def frame_cost(template: RichPromptTemplate, block_name: str, tokenizer_fn: Tokenizer) -> int:
     """The most tokens ``template`` adds around a block's text, whatever character it ends in."""
-    sample = ContextBlock.sample_text()
+    sample = framing.sample_text()
 
     def added(text: str) -> int:
         framed = sum(len(tokenizer_fn(b.text)) for b in frame(template, block_name, text))
