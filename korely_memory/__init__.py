@@ -7,6 +7,7 @@ engine.remember(who, "home-city", "Giulia lives in Rome")
 print(engine.get_context(who, "Where does Giulia live?").text)
 """
 
+from ._embedders import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._engine import MemoryEngine
 from ._errors import (
     InvalidRequest,
@@ -19,7 +20,6 @@ from ._errors import (
 )
 from ._export import MarkRecord, UserExport
 from ._identity import EndCause, Identity, Scope
-from ._ranking import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._types import (
     CaptureReport,
     CaptureStep,

@@ -20,6 +20,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from sqlalchemy.engine import URL
 
 from . import _database, _migrations, _validation, _word_index, _writes
+from ._embedders import Embedder, check_embed
 from ._engine_context import ContextMethods
 from ._engine_core import Clock
 from ._engine_facts import FactMethods
@@ -27,7 +28,7 @@ from ._engine_memories import MemoryMethods
 from ._engine_review import ReviewMethods
 from ._engine_upkeep import UpkeepMethods
 from ._errors import InvalidRequest
-from ._ranking import Embedder, Ranking, check_embed
+from ._ranking import Ranking
 from ._tokens import TokenCounter
 from ._types import Fact
 from ._word_index import AS_RECORDED, _AsRecorded

@@ -16,9 +16,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import _marks, _versions, _word_index
-from ._ranking import fact_text, forget_vectors
 from ._schema import account_row, admins, erasures, facts, memories, personal_row
 from ._types import ErasureReport, TrimReport
+from ._vectors import forget_vectors
+from ._words import fact_text
 
 _PERSONAL = sa.text(personal_row("korely_facts"))
 _ACCOUNT = sa.text(account_row("korely_facts"))

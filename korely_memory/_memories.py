@@ -19,10 +19,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import _database, _versions
+from ._bm25 import bm25_idf, bm25_term
 from ._identity import EndCause, Identity
-from ._ranking import bm25_idf, bm25_term, forget_vectors
 from ._schema import facts, memories, memory_terms, personal_row
 from ._types import Fact, Memory
+from ._vectors import forget_vectors
 from ._words import Words
 
 RECENT = 200  # memories looked at for one block when every one is scored (embeddings)

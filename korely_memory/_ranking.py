@@ -2,66 +2,25 @@
 
 ``Ranking`` is the one object the read path and ``search`` ask: it orders facts
 by relevance and picks the memories worth showing, with whichever scorer it
-was built with. With embeddings and a model name, vectors are kept in the
-database, so a new process does not embed every stored text again.
+was built with: BM25 (``_bm25``) or the cosine of embeddings (``_embedders``). With
+embeddings and a model name, vectors are kept in the database (``_vectors``), so a new
+process does not embed every stored text again.
 """
 
 from __future__ import annotations
 
-import array
-import hashlib
 import math
 import threading
-from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _database
+from . import _vectors
+from ._bm25 import Lexical
 from ._cache import TextCache
-from ._errors import InvalidRequest
-from ._schema import vectors
+from ._embedders import Embedder, Vector, sides
 from ._types import Fact, Memory
-from ._words import Words
-
-MAX_CACHED_TEXT = 2000  # characters: texts up to a fact's length have their words cached
-
-Vector = Sequence[float]
-EmbedFunction = Callable[[list[str]], Sequence[Vector]]
-
-
-@runtime_checkable
-class LangChainEmbeddings(Protocol):
-    """What the engine uses of a LangChain ``Embeddings``."""
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]: ...
-
-    def embed_query(self, text: str) -> list[float]: ...
-
-
-@runtime_checkable
-class LlamaIndexEmbedding(Protocol):
-    """What the engine uses of a LlamaIndex ``BaseEmbedding``."""
-
-    def get_text_embedding_batch(self, texts: list[str], **kwargs: Any) -> list[list[float]]: ...
-
-    def get_query_embedding(self, query: str) -> list[float]: ...
-
-
-Embedder = LangChainEmbeddings | LlamaIndexEmbedding | EmbedFunction
-"""What ``MemoryEngine(embed=...)`` takes: either framework's embeddings, or a batch function."""
-
-
-def fact_text(fact: Fact) -> str:
-    """What a fact is found by: its key's words and its content."""
-    return findable(fact.key, fact.content)
-
-
-def findable(key: str, content: str) -> str:
-    """The text a fact with this key and content is found by, in the index and in relevance."""
-    return f"{key.replace('-', ' ')} {content}"
+from ._words import Words, fact_text
 
 
 class Ranking:
@@ -124,60 +83,12 @@ class Ranking:
         return self._semantic is not None and bool(self._semantic.unsaved)
 
 
-def bm25_idf(n: int, df: int) -> float:
-    """How telling a word found in ``df`` of ``n`` documents is."""
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-
-def bm25_term(tf: int, length: int, avg: float, k1: float = 1.2, b: float = 0.75) -> float:
-    """A word's weight in one document (to multiply by its idf)."""
-    norm = k1 * (1 - b + b * length / (avg or 1.0))
-    return tf * (k1 + 1) / (tf + norm)
-
-
-class Lexical:
-    """Okapi BM25 over the engine's words, IDF taken over the documents scored together."""
-
-    def __init__(self, words: Words) -> None:
-        self._words = words
-        self._cache: TextCache[str, tuple[int, Counter[str]]] = TextCache(
-            4 * 2**20, lambda text, counted: 3 * len(text) + 100 * len(counted[1])
-        )
-
-    def scores(self, query: str, docs: Sequence[str]) -> list[float]:
-        terms = set(self._words(query))
-        if not terms or not docs:
-            return [0.0] * len(docs)
-        counted = [self._counted(d) for d in docs]
-        avg = sum(length for length, _ in counted) / len(docs) or 1.0
-        hits = [tf.keys() & terms for _, tf in counted]  # set work in C: docs share few words
-        df: Counter[str] = Counter()
-        for found in hits:
-            df.update(found)
-        idf = {term: bm25_idf(len(docs), k) for term, k in df.items()}
-        return [
-            sum(idf[t] * bm25_term(tf[t], length, avg) for t in found)
-            for (length, tf), found in zip(counted, hits, strict=True)
-        ]
-
-    def _counted(self, doc: str) -> tuple[int, Counter[str]]:
-        """A document's length in words and its word counts; facts are read again and again."""
-        if len(doc) > MAX_CACHED_TEXT:
-            return _count(self._words(doc))
-        found = self._cache.get(doc)
-        return found if found is not None else self._cache.put(doc, _count(self._words(doc)))
-
-
-def _count(words: list[str]) -> tuple[int, Counter[str]]:
-    return len(words), Counter(words)
-
-
 class _Semantic:
     """Cosine similarity with an embedding function; vectors of stored text are cached, and kept
     in the database under ``model`` when one is named."""
 
     def __init__(self, embed: Embedder, model: str | None, cache_bytes: int = 64 * 2**20) -> None:
-        self._documents, self._query = _sides(embed)
+        self._documents, self._query = sides(embed)
         self._model = model
         self._cache: TextCache[str, Vector] = TextCache(
             cache_bytes, lambda text, vector: 2 * len(text) + 32 * len(vector)
@@ -192,7 +103,7 @@ class _Semantic:
         found = {d: v for d in docs if (v := self._cache.get(d)) is not None}
         missing = [d for d in dict.fromkeys(docs) if d not in found]
         if missing and conn is not None and self._model is not None:
-            for doc, vector in self._load(conn, missing).items():
+            for doc, vector in _vectors.load(conn, self._model, missing).items():
                 found[doc] = self._cache.put(doc, vector)
             missing = [d for d in missing if d not in found]
         if missing:
@@ -200,76 +111,17 @@ class _Semantic:
                 found[doc] = self._cache.put(doc, list(vector))
                 if self._model is not None:
                     with self._lock:
-                        self.unsaved[text_hash(doc)] = found[doc]
+                        self.unsaved[_vectors.text_hash(doc)] = found[doc]
         q = self._queries.get(query)
         if q is None:
             q = self._queries.put(query, list(self._query(query)))
         return [_cosine(q, found[d]) for d in docs]
 
-    def _load(self, conn: Connection, docs: list[str]) -> dict[str, Vector]:
-        hashes = {text_hash(d): d for d in docs}
-        rows = conn.execute(
-            sa.select(vectors.c.text_hash, vectors.c.vector).where(
-                vectors.c.model == self._model, vectors.c.text_hash.in_(sorted(hashes))
-            )
-        )
-        return {hashes[h]: array.array("d", blob).tolist() for h, blob in rows}
-
     def save(self, conn: Connection) -> None:
         with self._lock:
             todo, self.unsaved = self.unsaved, {}
-        if not todo:
-            return
-        insert = _database.insert_ignoring_duplicates(conn, vectors)
-        conn.execute(
-            insert,
-            [
-                {"model": self._model, "text_hash": h, "vector": array.array("d", v).tobytes()}
-                for h, v in sorted(todo.items())
-            ],
-        )
-
-
-def forget_vectors(conn: Connection, texts: Sequence[str]) -> None:
-    """Delete the kept vectors of these texts, whatever the model (their words are being erased)."""
-    hashes = sorted({text_hash(t) for t in texts})
-    for start in range(0, len(hashes), 500):
-        conn.execute(vectors.delete().where(vectors.c.text_hash.in_(hashes[start : start + 500])))
-
-
-def text_hash(text: str) -> str:
-    """The key a text's vector is kept under: no words, only a digest."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-EMBEDDERS = (
-    "must be a LangChain Embeddings, a LlamaIndex embedding, or a function from a list of texts "
-    "to a list of vectors"
-)
-
-
-def check_embed(embed: object) -> None:
-    """Refuse, naming ``embed``, what is none of the embedders the engine takes."""
-    if embed is not None:
-        _sides(embed)  # type: ignore[arg-type]
-
-
-def _sides(embed: Embedder) -> tuple[EmbedFunction, Callable[[str], Vector]]:
-    """The document side and the query side of ``embed`` (the same function when it has one)."""
-    documents: EmbedFunction
-    if hasattr(embed, "embed_documents"):
-        documents = embed.embed_documents
-        query = getattr(embed, "embed_query", None)
-    elif hasattr(embed, "get_text_embedding_batch"):
-        documents = embed.get_text_embedding_batch
-        query = getattr(embed, "get_query_embedding", None)
-    elif callable(embed):
-        documents, query = embed, None
-    else:
-        raise InvalidRequest("embed", EMBEDDERS + f", not {type(embed).__name__}")
-    if query is None:
-        return documents, lambda text: documents([text])[0]
-    return documents, query
+        if todo:
+            _vectors.save(conn, self._model, todo)
 
 
 def _cosine(a: Vector, b: Vector) -> float:

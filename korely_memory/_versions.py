@@ -17,7 +17,6 @@ from sqlalchemy.engine import Connection
 from . import _database, _marks, _word_index
 from ._expiry import expired, holds, seen_at
 from ._identity import EndCause, Identity, Scope
-from ._ranking import findable, forget_vectors
 from ._schema import (
     ACCOUNT_SPACE,
     facts,
@@ -26,7 +25,8 @@ from ._schema import (
     true_personal_row,
 )
 from ._types import FACT_FIELDS, Fact
-from ._words import Words
+from ._vectors import forget_vectors
+from ._words import Words, findable
 
 ACCOUNT = Scope.ACCOUNT.value
 FIELDS = list(FACT_FIELDS)

@@ -20,9 +20,8 @@ from sqlalchemy.engine import Connection
 from . import _database
 from ._errors import InvalidRequest
 from ._identity import Scope
-from ._ranking import findable
 from ._schema import ACCOUNT_SPACE, fact_counts, fact_terms, memory_terms, settings
-from ._words import DEFAULT_LANGUAGE, Words, check_language
+from ._words import DEFAULT_LANGUAGE, Words, check_language, findable
 
 MAX_TERMS = 256  # words kept of one fact; a fact is at most 2,000 characters
 _ACCOUNT = Scope.ACCOUNT.value

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 import Stemmer
 
+from ._types import Fact
+
 DEFAULT_LANGUAGE = "english"
 LANGUAGES = frozenset(Stemmer.algorithms())
 MAX_WORD = 64  # characters kept of one word
@@ -54,6 +56,16 @@ def fold(text: str) -> str:
     if folded.isascii():
         return folded
     return "".join(ch for ch in folded if not unicodedata.combining(ch))
+
+
+def fact_text(fact: Fact) -> str:
+    """What a fact is found by: its key's words and its content."""
+    return findable(fact.key, fact.content)
+
+
+def findable(key: str, content: str) -> str:
+    """The text a fact with this key and content is found by, in the index and in relevance."""
+    return f"{key.replace('-', ' ')} {content}"
 
 
 class Words:
