@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from . import _database, _erasure, _export, _import, _marks, _validation
-from ._engine_core import EngineCore, Moment
-from ._errors import InvalidRequest
-from ._schema import Base
-from ._types import ErasureReport, TrimReport
+from .. import _database, _erasure, _export, _import, _marks, _validation
+from .._errors import InvalidRequest
+from .._schema import Base
+from .._types import ErasureReport, TrimReport
+from .core import EngineCore, Moment
 
 _YEAR_1 = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
 

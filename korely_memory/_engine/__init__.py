@@ -19,20 +19,20 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from sqlalchemy.engine import URL
 
-from . import _database, _migrations, _validation, _word_index, _writes
-from ._embedders import Embedder, check_embed
-from ._engine_context import ContextMethods
-from ._engine_core import Clock
-from ._engine_facts import FactMethods
-from ._engine_memories import MemoryMethods
-from ._engine_review import ReviewMethods
-from ._engine_upkeep import UpkeepMethods
-from ._errors import InvalidRequest
-from ._ranking import Ranking
-from ._tokens import TokenCounter
-from ._types import Fact
-from ._word_index import AS_RECORDED, _AsRecorded
-from ._words import Words
+from .. import _database, _migrations, _validation, _word_index, _writes
+from .._embedders import Embedder, check_embed
+from .._errors import InvalidRequest
+from .._ranking import Ranking
+from .._tokens import TokenCounter
+from .._types import Fact
+from .._word_index import AS_RECORDED, _AsRecorded
+from .._words import Words
+from .context import ContextMethods
+from .core import Clock
+from .facts import FactMethods
+from .memories import MemoryMethods
+from .review import ReviewMethods
+from .upkeep import UpkeepMethods
 
 P = ParamSpec("P")
 R = TypeVar("R")

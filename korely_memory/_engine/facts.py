@@ -6,10 +6,10 @@ import datetime as dt
 
 from sqlalchemy.engine import Connection
 
-from . import _marks, _validation, _versions, _writes, limits
-from ._engine_core import EngineCore, Moment
-from ._identity import Identity, Scope
-from ._types import Fact
+from .. import _marks, _validation, _versions, _writes, limits
+from .._identity import Identity, Scope
+from .._types import Fact
+from .core import EngineCore, Moment
 
 
 class FactMethods(EngineCore):

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
 
-from . import _capture, _memories, _validation, _versions, limits
-from ._engine_core import EngineCore
-from ._identity import Identity
-from ._types import CaptureReport, Fact, Memory, SearchResult
+from .. import _capture, _memories, _validation, _versions, limits
+from .._identity import Identity
+from .._types import CaptureReport, Fact, Memory, SearchResult
+from .core import EngineCore
 
 if TYPE_CHECKING:  # the public module capture is the user's to import: a bare import leaves it out
-    from .capture import Extractor
+    from ..capture import Extractor
 
 
 class _Rehearsed(Exception):
@@ -195,7 +195,7 @@ class MemoryMethods(EngineCore):
         if keeping and self._read(lambda conn: _capture.kept_last(conn, who, said)):
             return CaptureReport(None, dry_run=rehearsal, already_captured=True)
         known = self._read(lambda conn: _versions.visible(conn, who, self._now(conn)))
-        from .capture import operations_from
+        from ..capture import operations_from
 
         operations = operations_from(extractor(turns, known))
 

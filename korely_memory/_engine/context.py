@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from . import _marks, _read_path, _validation
-from ._engine_core import EngineCore, Moment
-from ._identity import Identity
-from ._types import Change, ContextBlock
+from .. import _marks, _read_path, _validation
+from .._identity import Identity
+from .._types import Change, ContextBlock
+from .core import EngineCore, Moment
 
 
 class ContextMethods(EngineCore):

@@ -1,11 +1,10 @@
 """What every group of ``MemoryEngine``'s methods shares: its parts, its transactions, its marks.
 
-``MemoryEngine`` (``_engine.py``) is made of one class per concern: facts
-(``_engine_facts.py``), review (``_engine_review.py``), the context block
-(``_engine_context.py``), memories and recall (``_engine_memories.py``), and
-erasure and upkeep (``_engine_upkeep.py``). Each builds on ``EngineCore``: the
-transactions (``_write``, ``_read``) and the mark step (``_write_marks``) live
-here, once.
+``MemoryEngine`` (``_engine/__init__.py``) is made of one class per concern: facts
+(``facts.py``), review (``review.py``), the context block (``context.py``), memories
+and recall (``memories.py``), and erasure and upkeep (``upkeep.py``). Each builds on
+``EngineCore``: the transactions (``_write``, ``_read``) and the mark step
+(``_write_marks``) live here, once.
 """
 
 from __future__ import annotations
@@ -20,13 +19,13 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from . import _cache, _database, _marks, _memories, _read_path, _review, _versions, _writes
-from ._errors import NotFound
-from ._identity import Identity
-from ._ranking import Ranking
-from ._tokens import TokenCounter
-from ._types import Fact, Memory
-from ._words import Words
+from .. import _cache, _database, _marks, _memories, _read_path, _review, _versions, _writes
+from .._errors import NotFound
+from .._identity import Identity
+from .._ranking import Ranking
+from .._tokens import TokenCounter
+from .._types import Fact, Memory
+from .._words import Words
 
 R = TypeVar("R")
 Clock = Callable[[], dt.datetime]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-from . import _review, _validation
-from ._engine_core import EngineCore
-from ._errors import PermissionDenied
-from ._identity import Identity
-from ._types import Fact
+from .. import _review, _validation
+from .._errors import PermissionDenied
+from .._identity import Identity
+from .._types import Fact
+from .core import EngineCore
 
 
 class ReviewMethods(EngineCore):
