@@ -43,7 +43,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import _capture
+from . import _capture_writes
 from ._engine import MemoryEngine
 from ._errors import InvalidRequest, KorelyError
 from ._identity import Identity, Scope
@@ -445,7 +445,7 @@ def exchange_memories(turns: Sequence[tuple[str, str]]) -> list[str]:
             grouped.append([])
         grouped[-1].append((role, said))
     return [
-        "\n\n".join(_capture.said(role, text) for role, text in part)
+        "\n\n".join(_capture_writes.said(role, text) for role, text in part)
         for turn in grouped
         for part in chunks(turn)
     ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from korely_memory import Identity, limits
-from korely_memory.capturing import Job, chunks
+from korely_memory.capture import Job, chunks
 
 
 def test_a_later_turn_joins_a_waiting_capture_and_the_same_turn_ended_again_replaces_it(

@@ -28,7 +28,7 @@ from types import ModuleType
 import pytest
 
 import korely_memory
-from korely_memory import MemoryEngine, capture, capturing, framing, limits, sealing, tools
+from korely_memory import MemoryEngine, capture, framing, limits, sealing, tools
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -39,7 +39,6 @@ MODULES = {
     "limits": limits,
     "tools": tools,
     "capture": capture,
-    "capturing": capturing,
     "framing": framing,
     "sealing": sealing,
 }

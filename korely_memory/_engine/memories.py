@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
 
-from .. import _capture, _memories, _validation, _versions, limits
+from .. import _capture_writes, _memories, _validation, _versions, limits
+from .._extraction import Extractor, operations_from
 from .._identity import Identity
 from .._types import CaptureReport, Fact, Memory, SearchResult
 from .core import EngineCore
-
-if TYPE_CHECKING:  # the public module capture is the user's to import: a bare import leaves it out
-    from ..capture import Extractor
 
 
 class _Rehearsed(Exception):
@@ -186,28 +183,26 @@ class MemoryMethods(EngineCore):
                 not a list of operations (nothing is written).
         """
         who = _validation.identity(who)
-        said = _capture.excerpt(messages)
+        said = _capture_writes.excerpt(messages)
         ceiling = limits.check_max_facts(max_facts)
         _validation.name("reader", reader, optional=True)
         rehearsal = _validation.flag("dry_run", dry_run)
         keeping = _validation.flag("keep_excerpt", keep_excerpt)
         turns = [(role, text) for role, text in messages]
-        if keeping and self._read(lambda conn: _capture.kept_last(conn, who, said)):
+        if keeping and self._read(lambda conn: _capture_writes.kept_last(conn, who, said)):
             return CaptureReport(None, dry_run=rehearsal, already_captured=True)
         known = self._read(lambda conn: _versions.visible(conn, who, self._now(conn)))
-        from ..capture import operations_from
-
         operations = operations_from(extractor(turns, known))
 
         def work(conn: Connection) -> CaptureReport:
             _versions.lock_person(conn, who.account, who.user, reader)
             memory = None
             if keeping:
-                if _capture.kept_last(conn, who, said):  # captured meanwhile
+                if _capture_writes.kept_last(conn, who, said):  # captured meanwhile
                     return CaptureReport(None, dry_run=rehearsal, already_captured=True)
                 memory = _memories.add(conn, who, said, self._now(conn), self._words)
             source = memory.id if memory is not None else None
-            steps = _capture.apply(
+            steps = _capture_writes.apply(
                 conn, self._writer, who, source, operations, ceiling=ceiling, reader=reader
             )
             report = CaptureReport(memory, tuple(steps), dry_run=rehearsal)

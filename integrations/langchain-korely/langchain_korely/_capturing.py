@@ -9,7 +9,7 @@ keep, nor are the assistant's answers to it (they repeat it), and a turn in
 which the person said nothing is not captured. A turn in which the agent
 called its `forget` tool with `erase` is not captured at all: it holds the
 words the person asked to have erased. Capturing it, inline or in the
-background, is the engine's (`korely_memory._capturing`), shared by every
+background, is the engine's (`korely_memory.capture`), shared by every
 adapter.
 """
 

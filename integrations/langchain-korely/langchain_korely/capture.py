@@ -19,8 +19,7 @@ from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import HumanMessage
 
 from korely_memory import InvalidRequest
-from korely_memory.capture import OPERATIONS_SCHEMA
-from korely_memory.capturing import CaptureStats, ExtractorStats, ModelExtractor
+from korely_memory.capture import OPERATIONS_SCHEMA, CaptureStats, ExtractorStats, ModelExtractor
 
 __all__ = ["CaptureStats", "ExtractorStats", "KorelyExtractor", "korely_extractor"]
 

@@ -19,8 +19,7 @@ from langgraph.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
 
 from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, limits
-from korely_memory.capture import Extractor
-from korely_memory.capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
+from korely_memory.capture import DEFAULT_DELAY, CaptureControls, Captures, Extractor, check_capture
 from korely_memory.sealing import seal
 from korely_memory.tools import FORGET
 from langchain_korely._capturing import Pairs, Speaker, run_turn, said_by_the_person

@@ -21,8 +21,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import PromptTemplate
 
 from korely_memory import InvalidRequest
-from korely_memory.capture import OPERATIONS_SCHEMA
-from korely_memory.capturing import CaptureStats, ExtractorStats, ModelExtractor
+from korely_memory.capture import OPERATIONS_SCHEMA, CaptureStats, ExtractorStats, ModelExtractor
 
 __all__ = ["CaptureStats", "ExtractorStats", "KorelyExtractor", "korely_extractor"]
 

@@ -16,8 +16,7 @@ from llama_index.core.memory.memory import (
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
 from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine, limits
-from korely_memory.capture import Extractor
-from korely_memory.capturing import DEFAULT_DELAY, CaptureControls, Captures, check_capture
+from korely_memory.capture import DEFAULT_DELAY, CaptureControls, Captures, Extractor, check_capture
 from korely_memory.framing import FRAME_TAGS
 from korely_memory.limits import MIN_BUDGET
 
