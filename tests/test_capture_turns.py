@@ -77,3 +77,10 @@ def test_a_message_goes_whole_to_the_next_part_when_it_fits_there() -> None:
 def test_a_short_excerpt_is_one_part_as_it_is() -> None:
     pairs = [("user", "I live in Rome."), ("assistant", "Noted.")]
     assert chunks(pairs) == [pairs]
+
+
+def test_the_former_module_name_gives_the_same_names() -> None:
+    from korely_memory import capture, capturing
+
+    assert capturing.__all__ == capture.__all__
+    assert all(getattr(capturing, name) is getattr(capture, name) for name in capture.__all__)
