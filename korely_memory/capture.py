@@ -22,8 +22,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from . import limits
 from ._background import EXIT_WAIT, Background
+from ._capture_writes import chunks
 from ._engine import MemoryEngine
 from ._errors import InvalidRequest
 from ._extraction import ACTIONS, OPERATIONS_SCHEMA, Extractor, extraction_prompt, operations_from
@@ -176,41 +176,6 @@ class Job:
     @property
     def pairs(self) -> list[tuple[str, str]]:
         return [pair for _, pairs in self.turns for pair in pairs]
-
-
-def chunks(pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
-    """The excerpt in parts the engine keeps as one memory each (at most `MAX_MEMORY` characters
-    as `role: text` paragraphs). A message goes whole to the next part when it does not fit in
-    this one; one longer than a part is cut at paragraph breaks, else at spaces, never dropped.
-    The one rule for splitting a long exchange: `tools.exchange_memories` splits a turn kept
-    as memories by it too."""
-    parts: list[list[tuple[str, str]]] = [[]]
-    size = 0
-    for role, text in pairs:
-        whole = limits.MAX_MEMORY - len(role) - 2
-        while text:
-            gap = 2 if parts[-1] else 0
-            room = whole - size - gap
-            if len(text) > room and parts[-1] and (len(text) <= whole or room < whole // 4):
-                parts.append([])
-                size = 0
-                continue
-            piece, text = _cut(text, room)
-            parts[-1].append((role, piece))
-            size += gap + len(role) + 2 + len(piece)
-    return [part for part in parts if part]
-
-
-def _cut(text: str, size: int) -> tuple[str, str]:
-    """At most `size` characters of `text`, cut where a paragraph or a word ends; and the rest."""
-    if len(text) <= size:
-        return text, ""
-    cut = text.rfind("\n\n", 0, size)
-    if cut <= 0:
-        cut = text.rfind(" ", 0, size)
-    if cut <= 0:
-        cut = size
-    return text[:cut].strip(), text[cut:].strip()
 
 
 def check_capture(capture: Any, inline: Any, delay: Any, keep_excerpts: Any = False) -> None:

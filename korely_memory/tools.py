@@ -44,13 +44,13 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from . import _capture_writes
+from ._capture_writes import chunks
 from ._engine import MemoryEngine
 from ._errors import InvalidRequest, KorelyError
 from ._identity import Identity, Scope
 from ._render import fact_line, fold, last_day, memory_line, version_line
 from ._types import Change, ContextBlock, Fact
 from ._validation import MAX_CONTENT, MAX_KEY, moment_text
-from .capturing import chunks
 from .limits import DEFAULT_BUDGET, check_identity, check_max_facts, check_reader
 
 __all__ = [
@@ -426,7 +426,7 @@ def exchange_memories(turns: Sequence[tuple[str, str]]) -> list[str]:
 
     A turn is a user message and the answers that follow it; tool traffic is
     left out by the caller. A turn longer than a memory may be is split as a captured
-    excerpt is (`capturing.chunks`): a message goes whole to the next piece when it does
+    excerpt is (`capture.chunks`): a message goes whole to the next piece when it does
     not fit in this one, one longer than a piece is cut at paragraph breaks (or, failing
     that, at spaces), never truncated, and each piece says who said its words.
 
