@@ -76,9 +76,7 @@ class SchemaVersionError(KorelyError):
 
     code = "schema_version"
 
-    def __init__(self, message: str, found: str) -> None:
-        from ._migrations import HEAD  # the migrations import this module: read HEAD when raised
-
+    def __init__(self, message: str, found: str, *, head: str) -> None:
         super().__init__(message)
         self.found = found
-        self.head = HEAD
+        self.head = head

@@ -169,6 +169,13 @@ def token_budget(value: Any) -> int:
     return value
 
 
+def max_facts(value: Any) -> int | None:
+    """The ceiling on the facts one identity keeps: None (no ceiling) or a non-negative integer.
+    Every entry point holds ``max_facts`` to this rule (``limits.check_max_facts`` is its name
+    for adapters)."""
+    return optional_count("max_facts", value)
+
+
 def optional_count(field: str, value: Any) -> int | None:
     """None, or a non-negative integer."""
     return None if value is None else count(field, value)

@@ -125,7 +125,7 @@ def check_max_facts(max_facts: int | None) -> int | None:
     Raises:
         InvalidRequest: It is not None or a non-negative integer.
     """
-    return _validation.optional_count("max_facts", max_facts)
+    return _validation.max_facts(max_facts)
 
 
 def check_hold(hold: bool | float | dt.timedelta | None) -> dt.timedelta | None:

@@ -317,5 +317,5 @@ def test_schema_version_error_is_in_the_error_tree() -> None:
     assert "SchemaVersionError" in korely_memory.__all__
     tree = _errors.__doc__ or ""
     assert "└── SchemaVersionError           schema_version" in tree
-    error = SchemaVersionError("the schema is at 9999", "9999")
+    error = SchemaVersionError("the schema is at 9999", "9999", head=HEAD)
     assert (error.found, error.head, error.code) == ("9999", HEAD, "schema_version")

@@ -45,6 +45,7 @@ def check(ctx: click.Context) -> None:
             raise SchemaVersionError(
                 f"the database is at revision {found}; run `korely db upgrade` to reach {HEAD}",
                 found,
+                head=HEAD,
             )
         differ = differences(conn)
     if differ:
@@ -52,6 +53,7 @@ def check(ctx: click.Context) -> None:
         raise SchemaVersionError(
             f"revision {HEAD} is recorded but {len(differ)} difference(s) from the models: {shown}",
             found,
+            head=HEAD,
         )
     said = {"revision": found, "head": HEAD, "up_to_date": True}
     emit(ctx.obj, said, lambda: f"revision {HEAD}: the tables match the models")

@@ -6,7 +6,7 @@ import datetime as dt
 
 from sqlalchemy.engine import Connection
 
-from .. import _marks, _validation, _versions, _writes, limits
+from .. import _marks, _validation, _versions, _writes
 from .._identity import Identity, Scope
 from .._types import Fact
 from .core import EngineCore, Moment
@@ -64,7 +64,7 @@ class FactMethods(EngineCore):
         start = _validation.moment("valid_from", valid_from)
         end = _validation.until("valid_until", valid_until)
         source = _validation.optional_count("source_memory_id", source_memory_id)
-        ceiling = limits.check_max_facts(max_facts)
+        ceiling = _validation.max_facts(max_facts)
         _validation.name("reader", reader, optional=True)
 
         return self._write(

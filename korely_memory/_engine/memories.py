@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from .. import _capture_writes, _memories, _validation, _versions, limits
+from .. import _capture_writes, _memories, _validation, _versions
 from .._extraction import Extractor, operations_from
 from .._identity import Identity
 from .._types import CaptureReport, Fact, Memory, SearchResult
@@ -184,7 +184,7 @@ class MemoryMethods(EngineCore):
         """
         who = _validation.identity(who)
         said = _capture_writes.excerpt(messages)
-        ceiling = limits.check_max_facts(max_facts)
+        ceiling = _validation.max_facts(max_facts)
         _validation.name("reader", reader, optional=True)
         rehearsal = _validation.flag("dry_run", dry_run)
         keeping = _validation.flag("keep_excerpt", keep_excerpt)

@@ -84,6 +84,7 @@ def prepare(db: Engine, *, auto_upgrade: bool) -> None:
                 f"version of korely-memory needs: run `{UPGRADE}` (or open the engine with "
                 "auto_upgrade=True)",
                 found,
+                head=HEAD,
             )
         from ._alembic import upgrade
 
@@ -102,6 +103,7 @@ def refuse_unknown(found: str) -> None:
             "before schema versions existed. If its tables are those of revision 0001, record "
             "that with `korely db stamp 0001`, then run `korely db upgrade`",
             found,
+            head=HEAD,
         )
     if found not in REVISIONS:
         raise SchemaVersionError(
@@ -109,6 +111,7 @@ def refuse_unknown(found: str) -> None:
             f"korely-memory (revision {HEAD}) does not know: a newer korely-memory upgraded "
             "it; install that version",
             found,
+            head=HEAD,
         )
 
 
@@ -127,6 +130,7 @@ def state(conn: Connection) -> str:
             raise SchemaVersionError(
                 f"{VERSION_TABLE} holds several revisions ({', '.join(sorted(found))})",
                 ",".join(sorted(found)),
+                head=HEAD,
             )
     return UNVERSIONED if any(is_memory_table(n) for n in names) else EMPTY
 
@@ -171,6 +175,7 @@ def _check_foreign_keys(conn: Connection) -> None:
             f"the upgrade would leave rows that refer to nothing in {', '.join(tables)}; "
             "nothing was changed",
             "broken",
+            head=HEAD,
         )
 
 
