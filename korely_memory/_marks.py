@@ -112,7 +112,7 @@ def last_reads(
     if not ids:
         return {}
     rows = conn.execute(_LAST_READ, {"account": account, "reader": reader, "ids": ids})
-    return dict(rows.all())
+    return {fact_id: moment for fact_id, moment in rows}
 
 
 # -- writing marks (in a short transaction of their own, or in a writer's) -------------
