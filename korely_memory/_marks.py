@@ -112,7 +112,8 @@ def last_reads(
     if not ids:
         return {}
     rows = conn.execute(_LAST_READ, {"account": account, "reader": reader, "ids": ids})
-    return {fact_id: moment for fact_id, moment in rows}
+    moments: dict[int, dt.datetime] = dict(rows.tuples().all())
+    return moments
 
 
 # -- writing marks (in a short transaction of their own, or in a writer's) -------------
