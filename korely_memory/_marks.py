@@ -112,7 +112,9 @@ def last_reads(
     if not ids:
         return {}
     rows = conn.execute(_LAST_READ, {"account": account, "reader": reader, "ids": ids})
-    moments: dict[int, dt.datetime] = dict(rows.tuples().all())
+    moments: dict[int, dt.datetime] = {}
+    for fact_id, moment in rows:  # a Row is typed as a tuple in SQLAlchemy 2.1, not in 2.0
+        moments[fact_id] = moment
     return moments
 
 
