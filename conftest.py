@@ -22,6 +22,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -277,6 +278,28 @@ def db_url(request: pytest.FixtureRequest) -> str:
 def engine(db_url: str) -> Iterator[MemoryEngine]:
     with MemoryEngine(db_url) as eng:
         yield eng
+
+
+@pytest.fixture
+def exported() -> Callable[..., list[str]]:
+    """``exported(module, *also)``: what the module's ``__all__`` must be."""
+    return _exported
+
+
+def _exported(module: ModuleType, *also: str) -> list[str]:
+    """What ``__all__`` must be, as httpx pins its own: every name in ``vars(module)`` that does
+    not start with "_" (but not its own submodules, bound when anything imports them) and
+    ``also``, in ruff's order for ``__all__``: constants, then classes, then the rest."""
+    inside = module.__name__ + "."
+    names = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not (isinstance(value, ModuleType) and value.__name__.startswith(inside))
+    }
+    return sorted(
+        names | set(also), key=lambda n: (0 if n.isupper() else int(n[0].islower()) + 1, n)
+    )
 
 
 @pytest.fixture

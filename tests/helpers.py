@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,22 +23,6 @@ def snapshot(engine: MemoryEngine) -> dict[str, list[tuple[object, ...]]]:
             rows = conn.execute(sa.select(table).order_by(*table.primary_key.columns)).all()
             out[table.name] = [tuple(r) for r in rows]
     return out
-
-
-def exported(module: ModuleType, *also: str) -> list[str]:
-    """What ``__all__`` must be, as httpx pins its own: every name in ``vars(module)`` that does
-    not start with "_" (but not its own submodules, bound when anything imports them) and
-    ``also``, in ruff's order for ``__all__``: constants, then classes, then the rest."""
-    inside = module.__name__ + "."
-    names = {
-        name
-        for name, value in vars(module).items()
-        if not name.startswith("_")
-        and not (isinstance(value, ModuleType) and value.__name__.startswith(inside))
-    }
-    return sorted(
-        names | set(also), key=lambda n: (0 if n.isupper() else int(n[0].islower()) + 1, n)
-    )
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,11 @@ import korely_memory
 from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, sealing
 
 from .cli_helpers import korely
-from .helpers import exported
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_all_is_every_public_name_and_nothing_else() -> None:
+def test_all_is_every_public_name_and_nothing_else(exported: Callable[..., list[str]]) -> None:
     assert korely_memory.__all__ == exported(korely_memory, "__version__")
 
 

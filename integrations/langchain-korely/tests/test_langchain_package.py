@@ -7,8 +7,8 @@ import inspect
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 from langchain_core.tools import BaseTool
 
@@ -26,27 +26,11 @@ from langchain_korely import (
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_all_is_every_public_name_and_nothing_else() -> None:
+def test_all_is_every_public_name_and_nothing_else(exported: Callable[..., list[str]]) -> None:
     # KorelyMemory is bound on first use (it needs the classic extra): in __all__, not in vars.
     assert "KorelyMemory" not in vars(langchain_korely)
     assert langchain_korely.__all__ == exported(langchain_korely, "KorelyMemory")
     assert langchain_korely.KorelyMemory is not None
-
-
-def exported(module: ModuleType, *also: str) -> list[str]:
-    """What ``__all__`` must be, as httpx pins its own: every name in ``vars(module)`` that does
-    not start with "_" (but not its own submodules, bound when anything imports them) and
-    ``also``, in ruff's order for ``__all__``: constants, then classes, then the rest."""
-    inside = module.__name__ + "."
-    names = {
-        name
-        for name, value in vars(module).items()
-        if not name.startswith("_")
-        and not (isinstance(value, ModuleType) and value.__name__.startswith(inside))
-    }
-    return sorted(
-        names | set(also), key=lambda n: (0 if n.isupper() else int(n[0].islower()) + 1, n)
-    )
 
 
 def reference() -> dict[str, str]:
