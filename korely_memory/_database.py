@@ -490,7 +490,8 @@ def scrub(engine: Engine, url: URL, tables: Sequence[sa.Table], wait: float) -> 
     ``VACUUM FULL`` rewrites each table and its indexes (locking it meanwhile),
     but copies the rows a transaction older than the deletion may still see: it
     waits up to ``wait`` seconds for such transactions (of any session of the
-    database) to end, and says False when one outlasted it.
+    database) to end, and says False when one outlasted it, or when this role may
+    not rewrite every table or look at every session (``_OLDER``).
     """
     if engine.dialect.name != "postgresql":
         return checkpoint(engine, url, wait)
@@ -505,21 +506,48 @@ def scrub(engine: Engine, url: URL, tables: Sequence[sa.Table], wait: float) -> 
         held = _older_snapshots(conn, mark)
         for table in tables:
             conn.exec_driver_sql(f'VACUUM FULL "{table.name}"')
-        return not held and not _older_snapshots(conn, mark)
+        return not held and not _older_snapshots(conn, mark) and _rewritable(conn, tables)
+
+
+def _rewritable(conn: Connection, tables: Sequence[sa.Table]) -> bool:
+    """Whether this role may rewrite every one of ``tables``: VACUUM skips one it does not own
+    with only a warning."""
+    return bool(
+        conn.exec_driver_sql(
+            "SELECT bool_and(to_regclass(t) IS NOT NULL AND pg_has_role(c.relowner, 'USAGE')) "
+            "FROM unnest(%(names)s::text[]) AS t LEFT JOIN pg_class c ON c.oid = to_regclass(t)",
+            {"names": [table.name for table in tables]},
+        ).scalar()
+    )
+
+
+# What may keep rows deleted before transaction `mark` in VACUUM's copy: a session of this
+# database holding an older snapshot or running an older transaction, or one this role may not
+# look at (another role's, without pg_read_all_stats); a prepared transaction; a standby's
+# feedback (its walsender, or a replication slot).
+_OLDER = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_stat_activity
+    WHERE pid <> pg_backend_pid()
+      AND (datname = current_database() AND (age(backend_xmin) > age(%(mark)s::text::xid)
+                                             OR age(backend_xid) > age(%(mark)s::text::xid)
+                                             OR state IS NULL)  -- hidden from this role
+           OR backend_type = 'walsender' AND age(backend_xmin) > age(%(mark)s::text::xid))
+) OR EXISTS (
+    SELECT 1 FROM pg_prepared_xacts
+    WHERE database = current_database() AND age(transaction) > age(%(mark)s::text::xid)
+) OR EXISTS (
+    SELECT 1 FROM pg_replication_slots
+    WHERE (database IS NULL OR database = current_database())
+      AND age(xmin) > age(%(mark)s::text::xid)
+)
+"""
 
 
 def _older_snapshots(conn: Connection, mark: Any) -> bool:
-    """Whether another session of the database holds a snapshot, or runs a transaction, older
-    than transaction ``mark``: one whose snapshot may still see rows deleted before ``mark``
-    began, which VACUUM must keep."""
-    return bool(
-        conn.exec_driver_sql(
-            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND (age(backend_xmin) > age(%(mark)s::text::xid) "
-            "OR age(backend_xid) > age(%(mark)s::text::xid)))",
-            {"mark": mark},
-        ).scalar()
-    )
+    """Whether anything may still see rows deleted before transaction ``mark`` began, which
+    VACUUM must then keep (``_OLDER``)."""
+    return bool(conn.exec_driver_sql(_OLDER, {"mark": mark}).scalar())
 
 
 def server_time(conn: Connection) -> dt.datetime:

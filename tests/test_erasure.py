@@ -20,6 +20,7 @@ from korely_memory import (
     Operation,
     PermissionDenied,
     _cache,
+    _database,
     _versions,
 )
 from korely_memory._schema import Base
@@ -241,6 +242,46 @@ def test_postgresql_scrub_says_false_while_an_older_transaction_runs_between_sta
         while not engine.scrub():
             assert time.monotonic() < deadline
         assert pages_holding(engine, SECRET) == []
+
+
+GUEST = "korely_scrub_guest"
+# A role of the server, left for later runs (tests beside this one may be using it).
+CREATE_GUEST = (
+    f"DO $$ BEGIN CREATE ROLE {GUEST}; "
+    "EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+)
+
+
+@pytest.mark.parametrize("owner", [False, True], ids=["not-the-owner", "the-owner"])
+def test_postgresql_scrub_says_false_for_what_its_role_may_not_rewrite_or_see(
+    postgresql_url: str, giulia: Identity, owner: bool
+) -> None:
+    """VACUUM skips a table its role does not own, with only a warning; a role without
+    pg_read_all_stats sees no other role's snapshot. Neither may let scrub say True."""
+    tables = list(Base.metadata.sorted_tables)
+    with MemoryEngine(postgresql_url) as engine:
+        engine.remember(giulia, "health", f"Giulia has {SECRET}")
+        engine.erase_user("acme", "giulia")
+        with engine.db.connect() as conn:
+            schema = conn.exec_driver_sql("SELECT current_schema()").scalar_one()
+            conn.exec_driver_sql(CREATE_GUEST)
+            conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{schema}" TO {GUEST}')
+            for table in tables if owner else []:
+                conn.exec_driver_sql(f'ALTER TABLE "{table.name}" OWNER TO {GUEST}')
+            conn.commit()
+        guest = sa.create_engine(postgresql_url, isolation_level="AUTOCOMMIT")
+        sa.event.listen(guest, "connect", lambda dbapi, _: dbapi.execute(f"SET ROLE {GUEST}"))
+        try:
+            # The engine's own idle connection is another role's session to the guest.
+            assert _database.scrub(guest, guest.url, tables, wait=0.2) is False
+        finally:
+            guest.dispose()
+            with engine.db.connect() as conn:
+                for table in tables if owner else []:
+                    conn.exec_driver_sql(f'ALTER TABLE "{table.name}" OWNER TO CURRENT_USER')
+                conn.exec_driver_sql(f'REVOKE USAGE ON SCHEMA "{schema}" FROM {GUEST}')
+                conn.commit()
+        assert engine.scrub()  # its own role owns the tables and sees every session
 
 
 def pages_holding(engine: MemoryEngine, needle: str) -> list[str]:
