@@ -12,17 +12,31 @@ from korely_memory import Identity, MemoryEngine, _versions
 from korely_memory._schema import Base
 
 
-def snapshot(engine: MemoryEngine) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of every table, in primary-key order.
+def snapshot(engine: MemoryEngine) -> dict[str, str]:
+    """Every row of every table, in primary-key order, as text (JSON, one string per table).
 
-    Equal snapshots mean an unchanged database.
+    Equal snapshots mean an unchanged database. One statement, so that a test may take one before
+    every call it makes.
     """
-    out = {}
-    with engine.db.connect() as conn:
-        for table in Base.metadata.sorted_tables:
-            rows = conn.execute(sa.select(table).order_by(*table.primary_key.columns)).all()
-            out[table.name] = [tuple(r) for r in rows]
-    return out
+    postgresql = engine.db.dialect.name == "postgresql"
+    q = engine.db.dialect.identifier_preparer.quote
+    parts = []
+    for table in Base.metadata.sorted_tables:
+        name, order = q(table.name), ", ".join(q(c.name) for c in table.primary_key.columns)
+        if postgresql:
+            rows = f"SELECT json_agg(t ORDER BY {order})::text FROM {name} t"
+        else:  # quote(): the value as an SQL literal, blobs too
+            values = ", ".join(f"quote({q(c.name)})" for c in table.columns)
+            rows = (
+                f"SELECT json_group_array(json_array({values}))"
+                f" FROM (SELECT * FROM {name} ORDER BY {order})"
+            )
+        parts.append(f"({rows}) AS {name}")
+    # Committed, not rolled back: a rollback empties psycopg's prepared statements on the
+    # connection, which the engine would then prepare again.
+    with engine.db.begin() as conn:
+        row = conn.exec_driver_sql(f"SELECT {', '.join(parts)}").one()
+    return dict(row._mapping)
 
 
 @contextlib.contextmanager

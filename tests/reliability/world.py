@@ -41,7 +41,7 @@ def broken_invariants(engine: MemoryEngine) -> list[str]:
     fact's memory point at rows that exist.
     """
     problems: list[str] = []
-    with engine.db.connect() as conn:
+    with engine.db.begin() as conn:  # committed: a rollback empties the prepared statements
         rows = conn.execute(sa.select(facts)).all()
         by_id = {r.id: r for r in rows}
         true_keys: Counter[tuple[object, ...]] = Counter()
