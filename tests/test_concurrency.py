@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 
 from korely_memory import Identity, MemoryEngine
+
+from .processes import PROCESSES
 
 WRITERS = 8
 WRITES = 200
@@ -57,8 +58,7 @@ def test_racing_threads(db_url: str, giulia: Identity) -> None:
 def test_racing_processes_on_postgresql(postgresql_url: str, giulia: Identity) -> None:
     with MemoryEngine(postgresql_url):
         pass  # the schema exists before the writers start
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(WRITERS) as pool:
+    with PROCESSES.Pool(WRITERS) as pool:
         failures = pool.starmap(write_many, [(postgresql_url, giulia, w) for w in range(WRITERS)])
     assert failures == [0] * WRITERS
     with MemoryEngine(postgresql_url) as engine:

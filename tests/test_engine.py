@@ -17,6 +17,7 @@ import korely_memory
 from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, sealing
 
 from .cli_helpers import korely
+from .processes import PROCESSES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -190,10 +191,7 @@ def open_and_write(url: str, n: int) -> int:
 
 @pytest.mark.new_database
 def test_many_processes_may_create_the_schema_at_once(db_url: str) -> None:
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(6) as pool:
+    with PROCESSES.Pool(6) as pool:
         assert pool.starmap(open_and_write, [(db_url, n) for n in range(6)]) == [1] * 6
 
 

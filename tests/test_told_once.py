@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from typing import Any
 
 from korely_memory import Identity, MemoryEngine
+
+from .processes import PROCESSES
 
 READERS = 8
 ROUNDS = 50
@@ -81,15 +82,16 @@ def read_in_process(url: str, who: Identity, start: Any, done: Any, results: Any
 
 
 def test_told_once_with_processes_on_postgresql(postgresql_url: str, giulia: Identity) -> None:
-    ctx = multiprocessing.get_context("spawn")
     # Barriers reach a process only when handed over at its start.
     start, done, results = (
-        ctx.Barrier(READERS + 1, timeout=120),
-        ctx.Barrier(READERS + 1, timeout=120),
-        ctx.Queue(),
+        PROCESSES.Barrier(READERS + 1, timeout=120),
+        PROCESSES.Barrier(READERS + 1, timeout=120),
+        PROCESSES.Queue(),
     )
     procs = [
-        ctx.Process(target=read_in_process, args=(postgresql_url, giulia, start, done, results))
+        PROCESSES.Process(
+            target=read_in_process, args=(postgresql_url, giulia, start, done, results)
+        )
         for _ in range(READERS)
     ]
     with prepare(postgresql_url, giulia) as engine:

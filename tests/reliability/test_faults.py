@@ -7,7 +7,6 @@ acknowledged is there, nothing half-written is, and the next call works.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import random
 import signal
@@ -26,12 +25,12 @@ from korely_memory import Identity, MemoryEngine
 from korely_memory._versions import lock_key
 
 from ..helpers import snapshot
+from ..processes import PROCESSES
 from .soak import scale, tally
 from .world import GIULIA, broken_invariants
 
 TEAM = Identity("acme", None, "support")
 KEYS = ("home-city", "plan", "hours")
-SPAWN = multiprocessing.get_context("spawn")
 
 
 def write_until_killed(url: str, ledger: str, start: int) -> None:
@@ -58,7 +57,7 @@ def write_until_killed(url: str, ledger: str, start: int) -> None:
 def wait_for_writes(ledger: Path, written: int) -> None:
     """Until the writers have started writing.
 
-    A spawned process takes a while to import and connect.
+    A new process takes a while to start and connect.
     """
     deadline = time.monotonic() + 60
     while len(ledger.read_text(encoding="utf-8").splitlines()) <= written:
@@ -74,7 +73,7 @@ def kill_writers_mid_write(url: str, tmp_path: Path) -> None:
     written = 0
     for r in range(rounds):
         procs = [
-            SPAWN.Process(
+            PROCESSES.Process(
                 target=write_until_killed, args=(url, str(ledger), (r * writers + w) * 1_000_000)
             )
             for w in range(writers)
@@ -240,8 +239,8 @@ def locked_longer_than_the_wait(engine: MemoryEngine, url: str, key: str) -> Non
     engine.remember(GIULIA, key, "Giulia lives in Rome")
     engine.get_context(GIULIA, reader="bot")
     before = snapshot(engine)
-    held, release = SPAWN.Event(), SPAWN.Event()
-    locker = SPAWN.Process(target=hold_write_lock, args=(path, held, release))
+    held, release = PROCESSES.Event(), PROCESSES.Event()
+    locker = PROCESSES.Process(target=hold_write_lock, args=(path, held, release))
     locker.start()
     try:
         assert held.wait(30)

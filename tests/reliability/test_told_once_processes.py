@@ -29,7 +29,6 @@ import bisect
 import contextlib
 import json
 import math
-import multiprocessing
 import random
 import time
 from collections import Counter, defaultdict
@@ -43,6 +42,7 @@ import sqlalchemy as sa
 
 from korely_memory import Identity, MemoryEngine, NotFound
 
+from ..processes import PROCESSES
 from .soak import scale, tally
 
 ACCOUNT, AGENT = "acme", "support"
@@ -51,10 +51,6 @@ KEYS = ("home-city", "plan", "hours", "language")
 QUERY = "where does she live, which plan, what hours, which language"
 FORGET = 0.1  # share of writes that forget the key instead (the next write remembers it anew)
 SECONDS = scale(3, 60)  # how long readers and writers run together, per scenario
-# A fresh interpreter per process, forked from a server that has imported this module once:
-# ten processes start in about two seconds on two cores, instead of about seven with "spawn".
-PROCESSES = multiprocessing.get_context("forkserver")
-PROCESSES.set_forkserver_preload([__name__])
 CHANGED = "## Changed since you last read"
 
 
