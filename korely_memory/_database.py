@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import os
 import random
+import sqlite3
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -165,13 +166,13 @@ def _create_sqlite(url: URL, write_wait: float) -> Engine:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={int(write_wait * 1000)}")
         if not memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _into_wal(cursor, write_wait)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         # Deleted text must not linger in free pages (erasure).
         cursor.execute("PRAGMA secure_delete=ON")
-        cursor.execute(f"PRAGMA busy_timeout={int(write_wait * 1000)}")
         cursor.close()
 
     _watch_statements(engine)
@@ -188,6 +189,15 @@ def _create_sqlite(url: URL, write_wait: float) -> Engine:
             _begin_within(conn, options[_WAIT], write_wait)
 
     return engine
+
+
+def _into_wal(cursor: Any, write_wait: float) -> None:
+    """Put the database in WAL mode, waiting up to ``write_wait`` seconds for the lock it needs.
+
+    When processes open a new database at once, SQLite answers "database is locked" to all but
+    one of them straight away: its busy handler does not wait for this lock.
+    """
+    _while_busy(lambda: cursor.execute("PRAGMA journal_mode=WAL"), write_wait)
 
 
 def _create_private(url: URL) -> None:
@@ -213,24 +223,28 @@ def _begin_within(conn: Connection, wait: float, write_wait: float) -> None:
     SQLite's own busy handler sleeps in growing steps and overshoots a short
     timeout under load, so the wait is bounded here with short sleeps.
     """
-    deadline = time.monotonic() + wait
     conn.exec_driver_sql("PRAGMA busy_timeout=0")
     try:
-        delay = 0.001
-        while True:
-            try:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                return
-            except OperationalError as exc:
-                if not _sqlite_busy(exc):
-                    raise
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise
-                time.sleep(min(delay, left))
-                delay = min(delay * 2, 0.02)
+        _while_busy(lambda: conn.exec_driver_sql("BEGIN IMMEDIATE"), wait)
     finally:
         conn.exec_driver_sql(f"PRAGMA busy_timeout={int(write_wait * 1000)}")
+
+
+def _while_busy(attempt: Callable[[], object], wait: float) -> None:
+    """Run ``attempt`` again, in short sleeps, while SQLite answers that the database is busy,
+    for up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    delay = 0.001
+    while True:
+        try:
+            attempt()
+            return
+        except (OperationalError, sqlite3.OperationalError) as exc:
+            left = deadline - time.monotonic()
+            if not _sqlite_busy(exc) or left <= 0:
+                raise
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 0.02)
 
 
 # -- transactions -------------------------------------------------------------------
@@ -417,7 +431,7 @@ def _pg_code(exc: BaseException) -> str | None:
 
 
 def _sqlite_code(exc: BaseException) -> int | None:
-    orig = getattr(exc, "orig", None)
+    orig = getattr(exc, "orig", exc)  # SQLAlchemy's error wraps sqlite3's
     code = getattr(orig, "sqlite_errorcode", None)
     return None if code is None else int(code) & 0xFF
 

@@ -9,12 +9,13 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 import korely_memory
-from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, sealing
+from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, _database, sealing
 
 from .cli_helpers import korely
 from .processes import PROCESSES
@@ -183,16 +184,58 @@ def test_quickstart_runs_offline(tmp_path: Path) -> None:
     assert "## Known facts" in out.stdout
 
 
-def open_and_write(url: str, n: int) -> int:
-    with MemoryEngine(url) as engine:
-        engine.remember(Identity("acme", f"user{n}", "bot"), "k", f"fact {n}")
-        return len(engine.get_facts(Identity("acme", f"user{n}", "bot")))
+def open_and_write(url: str, n: int, start: Any, answers: Any) -> None:
+    start.wait()  # every process opens the new database at the same moment
+    try:
+        with MemoryEngine(url) as engine:
+            engine.remember(Identity("acme", f"user{n}", "bot"), "k", f"fact {n}")
+            answers.put(len(engine.get_facts(Identity("acme", f"user{n}", "bot"))))
+    except Exception as exc:
+        answers.put(repr(exc))
 
 
 @pytest.mark.new_database
 def test_many_processes_may_create_the_schema_at_once(db_url: str) -> None:
-    with PROCESSES.Pool(6) as pool:
-        assert pool.starmap(open_and_write, [(db_url, n) for n in range(6)]) == [1] * 6
+    start, answers = PROCESSES.Barrier(6), PROCESSES.Queue()
+    procs = [
+        PROCESSES.Process(target=open_and_write, args=(db_url, n, start, answers)) for n in range(6)
+    ]
+    for proc in procs:
+        proc.start()
+    got = [answers.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join(10)
+    assert got == [1] * 6
+
+
+def connect_at_once(url: str, start: Any, answers: Any) -> None:
+    db = _database.create(sa.make_url(url))
+    start.wait()  # every process connects to the new file at the same moment
+    try:
+        with db.connect() as conn:
+            answers.put(conn.exec_driver_sql("PRAGMA journal_mode").scalar())
+    except Exception as exc:
+        answers.put(repr(exc))
+    finally:
+        db.dispose()
+
+
+def test_processes_connecting_to_a_new_sqlite_file_at_once_all_get_wal_mode(
+    tmp_path: Path,
+) -> None:
+    # SQLite refuses all but one of them the lock WAL mode needs, without waiting.
+    for attempt in range(10):
+        url = f"sqlite:///{tmp_path / f'new-{attempt}.db'}"
+        start, answers = PROCESSES.Barrier(6), PROCESSES.Queue()
+        procs = [
+            PROCESSES.Process(target=connect_at_once, args=(url, start, answers)) for _ in range(6)
+        ]
+        for proc in procs:
+            proc.start()
+        got = [answers.get(timeout=60) for _ in procs]
+        for proc in procs:
+            proc.join(10)
+        assert got == ["wal"] * 6
 
 
 def test_a_seal_verifies_under_every_engine_on_its_database_only(
