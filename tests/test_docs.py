@@ -30,6 +30,8 @@ import pytest
 import korely_memory
 from korely_memory import MemoryEngine, capture, framing, limits, sealing, tools
 
+from .processes import run_program
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference.md"
 NOT_RUN = "<!-- not run -->"
@@ -305,27 +307,14 @@ RUNNABLE = [
     for line, code, runs in python_blocks(path)
     if runs
 ]
-# The block runs under the tests' network guard (the root conftest's ``local_only``).
-OFFLINE = (
-    "import runpy, socket, sys; "
-    "socket.socket.connect = runpy.run_path(sys.argv[1])['local_only'](socket.socket.connect); "
-    "runpy.run_path(sys.argv[2], run_name='__main__')"
-)
 
 
 @pytest.mark.parametrize("code", RUNNABLE)
 def test_every_python_block_of_the_documents_runs(code: str, tmp_path: Path) -> None:
     (tmp_path / "block.py").write_text(code)
     env = {k: v for k, v in os.environ.items() if k != "KORELY_DATABASE_URL"}
-    done = subprocess.run(
-        [sys.executable, "-c", OFFLINE, str(ROOT / "conftest.py"), str(tmp_path / "block.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # Under the tests' network guard, as a program of its own.
+    done = run_program(tmp_path / "block.py", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
 
 

@@ -18,7 +18,7 @@ import korely_memory
 from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, _database, sealing
 
 from .cli_helpers import korely
-from .processes import PROCESSES
+from .processes import PROCESSES, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -172,13 +172,7 @@ def test_every_public_method_has_an_async_twin() -> None:
 
 def test_quickstart_runs_offline(tmp_path: Path) -> None:
     env = {**os.environ, "KORELY_DATABASE_URL": f"sqlite:///{tmp_path}/quickstart.db"}
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    out = run_program(ROOT / "examples" / "quickstart.py", cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert "Giulia lives in Milan" in out.stdout
     assert "## Known facts" in out.stdout

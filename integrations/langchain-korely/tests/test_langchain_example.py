@@ -4,35 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from korely_memory import Identity, MemoryEngine
+from tests.processes import run_program
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "langchain_chatbot.py"
-CONFTEST = (
-    Path(__file__).resolve().parents[3] / "conftest.py"
-)  # the repository root's network guard
-
-# Runs the example with the tests' network guard: a connection off this machine fails it.
-OFFLINE = (
-    "import runpy, socket, sys; "
-    "socket.socket.connect = runpy.run_path(sys.argv.pop(1))['local_only'](socket.socket.connect); "
-    "sys.argv.pop(0); "
-    "runpy.run_path(sys.argv[0], run_name='__main__')"
-)
 
 
 def run_demo(cwd: Path, *args: str, **env: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", OFFLINE, str(CONFTEST), str(EXAMPLE), "--demo", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **env},
-        timeout=120,
-        check=False,
-    )
+    done = run_program(EXAMPLE, "--demo", *args, cwd=cwd, env={**os.environ, **env})
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -83,21 +64,10 @@ def test_the_demo_stays_offline_and_in_memory_whatever_the_environment(tmp_path:
     assert list(tmp_path.iterdir()) == []
 
 
-# The chat, with langchain-openai out of reach whether or not this environment has it.
-WITHOUT_LANGCHAIN_OPENAI = "import sys; sys.modules['langchain_openai'] = None; " + OFFLINE
-
-
 def run_chat(cwd: Path, typed: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_LANGCHAIN_OPENAI, str(CONFTEST), str(EXAMPLE), *args],
-        input=typed,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **env},
-        timeout=120,
-        check=False,
-    )
+    """The chat, with langchain-openai out of reach, installed here or not."""
+    env = {**os.environ, **env}
+    done = run_program(EXAMPLE, *args, cwd=cwd, env=env, input=typed, hide=["langchain_openai"])
     assert done.returncode == 0, done.stderr
     return done
 

@@ -8,24 +8,17 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from korely_memory.tools import MEMORY_TOOLS
+from tests.processes import run_program
 
 HERE = Path(__file__).resolve().parents[1]
 README = HERE / "README.md"
 ROOT = HERE.parents[1]
 NOT_RUN = "<!-- not run -->"
-# The block runs under the tests' network guard (the root conftest's `local_only`).
-OFFLINE = (
-    "import runpy, socket, sys; "
-    "socket.socket.connect = runpy.run_path(sys.argv[1])['local_only'](socket.socket.connect); "
-    "runpy.run_path(sys.argv[2], run_name='__main__')"
-)
 
 
 def python_blocks() -> list[tuple[int, str, bool]]:
@@ -72,15 +65,8 @@ def test_every_block_not_marked_runs_offline(code: str, tmp_path: Path) -> None:
     (tmp_path / "block.py").write_text(code)
     unset = ("KORELY_DATABASE_URL", "OPENAI_API_KEY")
     env = {k: v for k, v in os.environ.items() if k not in unset}
-    done = subprocess.run(
-        [sys.executable, "-c", OFFLINE, str(ROOT / "conftest.py"), str(tmp_path / "block.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # Under the tests' network guard, as a program of its own.
+    done = run_program(tmp_path / "block.py", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert list(tmp_path.iterdir()) == [tmp_path / "block.py"]  # nothing left behind
 

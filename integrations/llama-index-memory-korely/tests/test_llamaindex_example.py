@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from korely_memory import Identity, MemoryEngine
+from tests.processes import run_program
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "llamaindex_chatbot.py"
-
-# Runs the example with every socket refused: a demo that reached for a network would fail.
-NO_NETWORK = """
-import runpy, socket, sys
-
-def refuse(*args, **kwargs):
-    raise OSError("this test runs without a network")
-
-socket.socket.connect = socket.socket.connect_ex = refuse
-socket.create_connection = socket.getaddrinfo = refuse
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
 
 
 def run_demo(cwd: Path, *arguments: str) -> str:
@@ -32,15 +19,8 @@ def run_demo(cwd: Path, *arguments: str) -> str:
         "OPENAI_API_KEY": "sk-not-a-real-key",
         "KORELY_DATABASE_URL": f"sqlite:///{cwd / 'from-the-environment.db'}",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", NO_NETWORK, str(EXAMPLE), "--demo", *arguments],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
+    # Every socket refused: a demo that reached for a network would fail.
+    done = run_program(EXAMPLE, "--demo", *arguments, cwd=cwd, env=env, sockets=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -69,20 +49,16 @@ def test_demo_keeps_its_facts_in_the_db_it_is_given(tmp_path: Path) -> None:
     assert (fact.key, fact.content) == ("home-city", "The user lives in Milan")  # captured
 
 
-# The chat, with llama-index-llms-openai out of reach whether or not this environment has it.
-WITHOUT_OPENAI_LLM = 'import sys\nsys.modules["llama_index.llms.openai"] = None\n' + NO_NETWORK
-
-
 def run_chat(cwd: Path, typed: str, *arguments: str, key: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_OPENAI_LLM, str(EXAMPLE), *arguments],
-        input=typed,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OPENAI_API_KEY": key},
+    """The chat, with llama-index-llms-openai out of reach, installed here or not."""
+    done = run_program(
+        EXAMPLE,
+        *arguments,
         cwd=cwd,
-        timeout=120,
-        check=False,
+        env={**os.environ, "OPENAI_API_KEY": key},
+        input=typed,
+        hide=["llama_index.llms.openai"],
+        sockets=False,
     )
     assert done.returncode == 0, done.stderr
     return done

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.processes import run_program
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parents[1]
 README = PACKAGE / "README.md"
 NOT_RUN = "<!-- not run -->"
-# The block runs under the tests' network guard (the root conftest's ``local_only``).
-OFFLINE = (
-    "import runpy, socket, sys; "
-    "socket.socket.connect = runpy.run_path(sys.argv[1])['local_only'](socket.socket.connect); "
-    "runpy.run_path(sys.argv[2], run_name='__main__')"
-)
 
 
 def python_blocks() -> list[tuple[int, str, bool]]:
@@ -43,15 +37,8 @@ def test_every_python_block_of_the_readme_runs(code: str, tmp_path: Path) -> Non
     env = {
         k: v for k, v in os.environ.items() if k not in ("KORELY_DATABASE_URL", "OPENAI_API_KEY")
     }
-    done = subprocess.run(
-        [sys.executable, "-c", OFFLINE, str(ROOT / "conftest.py"), str(tmp_path / "block.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # Under the tests' network guard, as a program of its own.
+    done = run_program(tmp_path / "block.py", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     if "engine.get_facts(who)" in code:  # the first example: the fact it kept
         assert "Giulia lives in Milan" in done.stdout
