@@ -128,7 +128,11 @@ def _admin() -> sa.Engine:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop the schemas this process kept for its next test, so that a run leaves none."""
     for admin in _ADMIN:
+        with admin.connect() as conn:
+            while _SPARE:
+                conn.exec_driver_sql(f'DROP SCHEMA "{_SPARE.pop()}" CASCADE')
         admin.dispose()
 
 
