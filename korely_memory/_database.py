@@ -14,6 +14,7 @@ databases is decided here.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import functools
@@ -22,6 +23,7 @@ import importlib.util
 import os
 import random
 import sqlite3
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -161,6 +163,8 @@ def _create_sqlite(url: URL, write_wait: float) -> Engine:
         # One connection shared by every thread, or each would see its own empty database.
         kwargs["poolclass"] = StaticPool
     engine = sa.create_engine(url, **kwargs)
+    if not memory:  # in memory, the engine's one connection already takes turns
+        _QUEUED[engine] = (_writers_of(url), write_wait)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -285,8 +289,12 @@ def run_read(engine: Engine, work: Callable[[Connection], R], *, snapshot: bool 
 @contextlib.contextmanager
 def writing(engine: Engine) -> Iterator[Connection]:
     """One write transaction: committed whole or not at all."""
-    with engine.connect().execution_options(**{_WRITE: True}) as conn, conn.begin():
-        yield conn
+    with queued(engine) as left:
+        options: dict[str, Any] = {_WRITE: True}
+        if left is not None:  # it waited its turn: what is left of ``write_wait`` bounds BEGIN
+            options[_WAIT] = left
+        with engine.connect().execution_options(**options) as conn, conn.begin():
+            yield conn
 
 
 @contextlib.contextmanager
@@ -296,11 +304,105 @@ def writing_within(engine: Engine, wait: float) -> Iterator[Connection]:
     PostgreSQL runs it at READ COMMITTED, so that a statement waiting for a
     row lock sees the row as its holder committed it.
     """
-    options = {_WRITE: True, _WAIT: wait}
-    with engine.connect().execution_options(**options) as conn, conn.begin():
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(wait * 1000)}ms'")
-        yield conn
+    with queued(engine, wait) as left:
+        options = {_WRITE: True, _WAIT: wait if left is None else left}
+        with engine.connect().execution_options(**options) as conn, conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(wait * 1000)}ms'")
+            yield conn
+
+
+@contextlib.contextmanager
+def queued(engine: Engine, wait: float | None = None) -> Iterator[float | None]:
+    """Wait for this process's turn to write to ``engine``'s SQLite file, at most ``wait``
+    seconds (default: the engine's ``write_wait``), and hold it until the block ends.
+
+    Yields what is left of the wait once it waited, None when it did not (or the database
+    is not a SQLite file, whose writers need no turns).
+
+    Raises:
+        OperationalError: The turn did not come in time ("database is locked", as SQLite
+            says when its lock does not come).
+    """
+    found = _QUEUED.get(engine)
+    if found is None:
+        yield None
+        return
+    writers, write_wait = found
+    with writers.turn(write_wait if wait is None else wait) as left:
+        yield left
+
+
+class _Writers:
+    """The writers of one SQLite file in this process, served in the order they came.
+
+    SQLite's busy handler retries a waiting writer after growing sleeps, and any writer that
+    asks in between takes the lock first: under steady writing from several threads, one of
+    them can wait past its timeout while the others write again and again. Queued here first,
+    the threads of a process take the file's write lock in turn, each behind at most the
+    writers that came before it; SQLite's busy handler orders the processes.
+    """
+
+    def __init__(self) -> None:
+        self.empty()
+
+    def empty(self) -> None:
+        """No writer waiting or writing (in a forked child, whose parent's threads are gone)."""
+        self._changed = threading.Condition()
+        self._waiting: collections.deque[object] = collections.deque()
+        self._writing = False
+
+    @contextlib.contextmanager
+    def turn(self, wait: float) -> Iterator[float | None]:
+        me = object()
+        start = time.monotonic()
+        with self._changed:
+            self._waiting.append(me)
+            mine = self._changed.wait_for(
+                lambda: not self._writing and self._waiting[0] is me, wait
+            )
+            self._waiting.remove(me)
+            if mine:
+                self._writing = True
+            else:  # the writer behind this one may be first now
+                self._changed.notify_all()
+        waited = time.monotonic() - start
+        if not mine:
+            locked = sqlite3.OperationalError("database is locked")
+            locked.sqlite_errorcode = _SQLITE_BUSY  # type: ignore[attr-defined]
+            raise OperationalError("BEGIN IMMEDIATE", None, locked)
+        try:
+            yield max(wait - waited, 0.0) if waited > 0.001 else None
+        finally:
+            with self._changed:
+                self._writing = False
+                self._changed.notify_all()
+
+
+_QUEUED: weakref.WeakKeyDictionary[Engine, tuple[_Writers, float]] = weakref.WeakKeyDictionary()
+_WRITERS: dict[str, _Writers] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def _writers_of(url: URL) -> _Writers:
+    """The queue of this process's writers to the file ``url`` names (one for every engine on
+    the same file)."""
+    path = url.database or ""
+    if not (url.query.get("uri") in ("true", "1") or path.startswith("file:")):
+        path = os.path.realpath(path)
+    with _WRITERS_LOCK:
+        return _WRITERS.setdefault(path, _Writers())
+
+
+def _forget_writers() -> None:
+    """A forked child starts with no writer of its parent's in any queue."""
+    global _WRITERS_LOCK
+    _WRITERS_LOCK = threading.Lock()
+    for writers in _WRITERS.values():
+        writers.empty()
+
+
+os.register_at_fork(after_in_child=_forget_writers)
 
 
 def run_write(engine: Engine, work: Callable[[Connection], R], attempts: int = 8) -> R:

@@ -118,3 +118,34 @@ def test_memories_in_two_schemas_of_one_database_never_wait_for_each_other(
         waiting.join(10)
         assert [f.content for f in one.get_facts(giulia)] == ["Giulia lives in Turin"]
         assert [f.content for f in two.get_facts(giulia)] == ["Giulia lives in Milan"]
+
+
+def test_the_threads_of_a_process_take_turns_to_write_to_a_sqlite_file(
+    sqlite_url: str, giulia: Identity
+) -> None:
+    """SQLite's busy handler lets whoever asks first take the lock: a writer that sleeps between
+    its tries can wait past ``write_wait`` while the others write again and again. Each thread
+    here waits behind at most the writers that came before it, well within a short wait."""
+    engines = [MemoryEngine(sqlite_url, write_wait=0.5) for _ in range(WRITERS)]
+    errors: list[str] = []
+    start = threading.Barrier(WRITERS)
+
+    def write(w: int) -> None:
+        start.wait()
+        for n in range(50):
+            try:
+                engines[w].remember(giulia, "home-city", f"writer {w} write {n}")
+            except Exception as exc:
+                errors.append(repr(exc))
+
+    try:
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(engines[0].history(giulia, "home-city")) == WRITERS * 50
+    finally:
+        for engine in engines:
+            engine.close()

@@ -143,7 +143,7 @@ def schema_transaction(db: Engine) -> Iterator[Connection]:
     SQLite allows that) and checked before it commits: a revision in batch mode copies a
     table and drops the old one, which would otherwise cascade to the rows that refer to it.
     """
-    with db.connect() as conn:
+    with _database.queued(db), db.connect() as conn:
         sqlite = conn.dialect.name == "sqlite"
         if sqlite:
             _pragma(conn, "foreign_keys=OFF")
