@@ -340,7 +340,8 @@ class _Writers:
     asks in between takes the lock first: under steady writing from several threads, one of
     them can wait past its timeout while the others write again and again. Queued here first,
     the threads of a process take the file's write lock in turn, each behind at most the
-    writers that came before it; SQLite's busy handler orders the processes.
+    writers that came before it, and a writer that ends hands its turn to the next one (only
+    that one wakes); SQLite's busy handler orders the processes.
     """
 
     def __init__(self) -> None:
@@ -348,35 +349,37 @@ class _Writers:
 
     def empty(self) -> None:
         """No writer waiting or writing (in a forked child, whose parent's threads are gone)."""
-        self._changed = threading.Condition()
-        self._waiting: collections.deque[object] = collections.deque()
-        self._writing = False
+        self._lock = threading.Lock()
+        self._waiting: collections.deque[threading.Event] = collections.deque()
+        self._writing = False  # while False, nobody waits
 
     @contextlib.contextmanager
     def turn(self, wait: float) -> Iterator[float | None]:
-        me = object()
         start = time.monotonic()
-        with self._changed:
-            self._waiting.append(me)
-            mine = self._changed.wait_for(
-                lambda: not self._writing and self._waiting[0] is me, wait
-            )
-            self._waiting.remove(me)
-            if mine:
+        with self._lock:
+            mine = threading.Event() if self._writing else None
+            if mine is None:
                 self._writing = True
-            else:  # the writer behind this one may be first now
-                self._changed.notify_all()
+            else:
+                self._waiting.append(mine)
+        if mine is not None and not mine.wait(wait):
+            with self._lock:
+                handed = mine.is_set()  # the turn came as the wait ended
+                if not handed:
+                    self._waiting.remove(mine)
+            if not handed:
+                locked = sqlite3.OperationalError("database is locked")
+                locked.sqlite_errorcode = _SQLITE_BUSY  # type: ignore[attr-defined]
+                raise OperationalError("BEGIN IMMEDIATE", None, locked)
         waited = time.monotonic() - start
-        if not mine:
-            locked = sqlite3.OperationalError("database is locked")
-            locked.sqlite_errorcode = _SQLITE_BUSY  # type: ignore[attr-defined]
-            raise OperationalError("BEGIN IMMEDIATE", None, locked)
         try:
             yield max(wait - waited, 0.0) if waited > 0.001 else None
         finally:
-            with self._changed:
-                self._writing = False
-                self._changed.notify_all()
+            with self._lock:
+                if self._waiting:
+                    self._waiting.popleft().set()
+                else:
+                    self._writing = False
 
 
 _QUEUED: weakref.WeakKeyDictionary[Engine, tuple[_Writers, float]] = weakref.WeakKeyDictionary()
