@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -22,31 +21,18 @@ from mcp.types import CallToolResult
 
 from korely_mcp import hash_token
 from korely_memory import Identity
+from tests import processes
 
-CONFTEST = Path(__file__).resolve().parents[3] / "conftest.py"
 HOLD = 1.0  # seconds: a block's notices wait this long for the caller's next call
 GIULIA = Identity("acme", "giulia", "support-copilot")
 MARCO = Identity("acme", "marco", "support-copilot")
 
-# Runs `korely-mcp` ARGS with the network guard: python -c OFFLINE CONFTEST ARGS...
-OFFLINE = (
-    "import runpy, socket, sys; "
-    "socket.socket.connect = runpy.run_path(sys.argv.pop(1))['local_only'](socket.socket.connect); "
-    "from korely_mcp.cli import main; "
-    "sys.exit(main(sys.argv[1:]))"
-)
-
-
-# The same, writing the server's process id to a file first: python -c WITH_PID FILE CONFTEST ARGS
-WITH_PID = "import os, sys; open(sys.argv.pop(1), 'w').write(str(os.getpid())); " + OFFLINE
-
 
 def command(*args: str, pid_file: Path | None = None) -> list[str]:
     """The command line of `korely-mcp ARGS` under the network guard (its process id
-    written to ``pid_file`` when given)."""
-    if pid_file is not None:
-        return [sys.executable, "-c", WITH_PID, str(pid_file), str(CONFTEST), *args]
-    return [sys.executable, "-c", OFFLINE, str(CONFTEST), *args]
+    written to ``pid_file`` when given), forked from the tests' server in milliseconds where a
+    new interpreter would take seconds to import the SDK."""
+    return processes.command("-m", "korely_mcp", *args, pid_file=pid_file)
 
 
 def stdio(
