@@ -110,8 +110,9 @@ def test_db_upgrade_sql_prints_what_an_upgrade_runs(db_url: str) -> None:
     else:  # as psql would run it, BEGIN and COMMIT included
         import psycopg
 
-        plain = url.set(drivername="postgresql").render_as_string(hide_password=False)
-        with psycopg.connect(plain, autocommit=True) as database:
+        # The URL's own connection arguments (its options decoded), as the engine connects.
+        args, kwargs = url.get_dialect()().create_connect_args(url)
+        with psycopg.connect(*args, **kwargs, autocommit=True) as database:
             database.execute(script.stdout.encode())
     assert korely("--url", db_url, "db", "check").exit_code == 0
     assert korely("--url", db_url, "db", "upgrade", "--sql").stdout == f"-- already at {HEAD}\n"
