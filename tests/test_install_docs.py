@@ -50,7 +50,7 @@ def tried_by_ci() -> set[str]:
 
 
 def test_ci_runs_the_readme_test_command() -> None:
-    assert "pip install -r requirements-dev.txt" in tried_by_ci()
+    assert "pip install --python .venv --compile-bytecode -r requirements-dev.txt" in tried_by_ci()
 
 
 def test_the_install_check_lists_every_check() -> None:
