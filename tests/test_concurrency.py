@@ -9,7 +9,7 @@ from korely_memory import Identity, MemoryEngine
 from .processes import PROCESSES
 
 WRITERS = 8
-WRITES = 200
+WRITES = 100  # each: every write of every writer races the seven others for the one key
 
 
 def write_many(url: str, who: Identity, writer: int, errors: list[str] | None = None) -> int:
