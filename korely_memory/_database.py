@@ -383,7 +383,9 @@ class _Writers:
 
 
 _QUEUED: weakref.WeakKeyDictionary[Engine, tuple[_Writers, float]] = weakref.WeakKeyDictionary()
-_WRITERS: dict[str, _Writers] = {}
+# By path, while an engine on the file lives: a process that opens many files keeps no queue of
+# one it closed.
+_WRITERS: weakref.WeakValueDictionary[str, _Writers] = weakref.WeakValueDictionary()
 _WRITERS_LOCK = threading.Lock()
 
 
@@ -401,7 +403,7 @@ def _forget_writers() -> None:
     """A forked child starts with no writer of its parent's in any queue."""
     global _WRITERS_LOCK
     _WRITERS_LOCK = threading.Lock()
-    for writers in _WRITERS.values():
+    for writers in list(_WRITERS.values()):
         writers.empty()
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
-from korely_memory import Identity, MemoryEngine
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from korely_memory import Identity, MemoryEngine, _database
 
 from .processes import PROCESSES
 
@@ -148,4 +153,24 @@ def test_the_threads_of_a_process_take_turns_to_write_to_a_sqlite_file(
         assert len(engines[0].history(giulia, "home-city")) == WRITERS * 50
     finally:
         for engine in engines:
+            engine.close()
+
+
+def test_engines_on_one_sqlite_file_share_its_queue_of_writers(tmp_path: Path) -> None:
+    """Two engines of one process on the same file (by an absolute and a relative path) take
+    turns with each other; another file has a queue of its own."""
+    first = MemoryEngine(f"sqlite:///{tmp_path / 'memory.db'}")
+    second = MemoryEngine(f"sqlite:///{os.path.relpath(tmp_path / 'memory.db')}")
+    other = MemoryEngine(f"sqlite:///{tmp_path / 'other.db'}")
+    try:
+        with _database.queued(first.db):
+            with (
+                pytest.raises(OperationalError, match="database is locked"),
+                _database.queued(second.db, 0.05),
+            ):
+                pass
+            with _database.queued(other.db, 0.05) as left:
+                assert left is None  # no wait: its file is another
+    finally:
+        for engine in (first, second, other):
             engine.close()
