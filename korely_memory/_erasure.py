@@ -1,4 +1,4 @@
-"""Erasing a person: every fact, version, memory and mark about them, in one transaction.
+"""Erasing a person: every fact, version, memory, mark and note about them, in one transaction.
 
 The transaction holds the person's lock alone (``lock_person``), so no write
 about them commits while it runs. Confirmed account facts they stated are the
@@ -15,7 +15,7 @@ import secrets
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _marks, _versions, _word_index
+from . import _marks, _notes, _versions, _word_index
 from ._schema import account_row, admins, erasures, facts, memories, personal_row
 from ._types import ErasureReport, TrimReport
 from ._vectors import forget_vectors
@@ -43,6 +43,7 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
     ]
     forget_vectors(conn, texts)
     n_marks = _marks.delete_for_person(conn, account, user, personal)
+    n_notes = _notes.erase(conn, account, user)
     # Account facts may point into the versions about to go.
     conn.execute(
         facts.update().where(facts.c.replaced_by_id.in_(personal)).values(replaced_by_id=None)
@@ -71,6 +72,7 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
         marks=n_marks,
         admin_grants=n_admin,
         account_facts_kept=kept,
+        notes=n_notes,
     )
 
 
@@ -79,4 +81,6 @@ def trim(conn: Connection, now: dt.datetime, *, expire_by: dt.datetime) -> TrimR
     after their last read (as of ``now``), and once the change they waited for was told."""
     ended = _versions.end_all_expired(conn, expire_by)
     expired, told = _marks.trim(conn, now)
-    return TrimReport(marks_expired=expired, marks_told=told, facts_expired=ended)
+    return TrimReport(
+        marks_expired=expired, marks_told=told, facts_expired=ended, notes=_notes.trim(conn, now)
+    )

@@ -12,7 +12,9 @@ handed and what is removed on their request are the same set of rows:
 - ``memories``: the free text kept about them;
 - ``marks``: which reader was handed which version about them (or read under
   a reader named after them), and when; no text;
-- ``administrator``: whether the engine's own list makes them an administrator.
+- ``administrator``: whether the engine's own list makes them an administrator;
+- ``notes``: what each turn of their conversations was shown (``conversation=``), as kept.
+  ``import_user`` does not restore them: they name versions by the ids the export had.
 
 A version whose words were removed (forgotten with ``erase=True``) is there
 with empty ``content``. ``to_dict`` gives the same as JSON-ready values: times
@@ -30,10 +32,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _expiry, _review
+from . import _expiry, _notes, _review
 from ._identity import Scope
 from ._schema import facts, marks, memories, personal_row
-from ._types import Fact, Memory
+from ._types import Fact, Memory, Note
 
 FORMAT = "korely-user-export/1"
 _PERSONAL = sa.text(personal_row("korely_facts"))
@@ -78,6 +80,7 @@ class UserExport:
     memories: tuple[Memory, ...] = ()
     marks: tuple[MarkRecord, ...] = ()
     administrator: bool = False
+    notes: tuple[Note, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The export as JSON-ready values, headed by its ``format``."""
@@ -151,6 +154,7 @@ def gather(conn: Connection, account: str, user: str, now: dt.datetime) -> UserE
         memories=tuple(Memory.from_row(r) for r in kept),
         marks=tuple(_mark(r, now) for r in read),
         administrator=_review.listed(conn, account, user),
+        notes=tuple(_notes.of_person(conn, account, user)),
     )
 
 

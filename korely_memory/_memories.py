@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _database, _versions
+from . import _database, _notes, _versions
 from ._bm25 import bm25_idf, bm25_term
 from ._identity import EndCause, Identity
 from ._schema import facts, memories, memory_terms, personal_row
@@ -218,13 +218,13 @@ def whole(conn: Connection, memory_ids: Sequence[int]) -> dict[int, Memory]:
     return {r.id: Memory.from_row(r) for r in rows}
 
 
-def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> int:
+def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> list[int]:
     """Delete the memories that hold the words of ``versions`` (all of one key, before their
     words are erased): those any of them was read from, and those of the same namespace that
     hold most of a version's words (more than half of its distinct words, and at least two
     when it has two), in each version's namespace. Facts read from a deleted memory keep
     their words and lose the link.
-    Returns how many memories were deleted."""
+    Returns the ids of the memories deleted."""
     doomed = {v.source_memory_id for v in versions if v.source_memory_id is not None}
     for version in versions:
         terms = words.distinct(version.content)
@@ -244,12 +244,13 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> i
         )
         doomed.update(held.scalars())
     if not doomed:
-        return 0
+        return []
     ids = sorted(doomed)
     texts = conn.execute(sa.select(memories.c.content).where(memories.c.id.in_(ids))).scalars()
     forget_vectors(conn, list(texts))
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id.in_(ids)))
-    return conn.execute(memories.delete().where(memories.c.id.in_(ids))).rowcount
+    conn.execute(memories.delete().where(memories.c.id.in_(ids)))
+    return ids
 
 
 def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
@@ -268,4 +269,6 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
     forget_vectors(conn, [memory.content])
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == memory.id))
     conn.execute(memories.delete().where(memories.c.id == memory.id))  # links go with it
+    read_ids = conn.execute(sa.select(facts.c.id).where(personal)).scalars().all()
+    _notes.redact(conn, memory.account, read_ids, [memory.id])
     return len(ended)

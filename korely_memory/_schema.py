@@ -387,6 +387,34 @@ class MarkRow(Base):
     )
 
 
+class NoteRow(Base):
+    """What one conversation was shown in one turn: the text of the note attached to a message.
+
+    ``items`` is JSON: the ids of the versions and memories the note showed (``facts``,
+    ``memories``, and ``changes`` as ``[was, now]``), and each of its lines with the ids it
+    shows (``lines``), so that a line can be redacted when its words are erased. Revision 0004.
+    """
+
+    __tablename__ = "korely_notes"
+
+    account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    owner_key: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    conversation: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    anchor: Mapped[str | None] = mapped_column(String(NAME))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    items: Mapped[str] = mapped_column(Text)
+    # Last: on SQLite, the columns before a long text are read without its overflow pages.
+    text: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (
+        # A person's notes under every agent definition: erasure and export.
+        Index("ix_korely_notes_owner_only", "account", "owner_key"),
+        Index("ix_korely_notes_created", "created_at"),
+    )
+
+
 class AdminRow(Base):
     __tablename__ = "korely_admins"
 
@@ -413,6 +441,7 @@ memories = cast(Table, MemoryRow.__table__)
 marks = cast(Table, MarkRow.__table__)
 admins = cast(Table, AdminRow.__table__)
 erasures = cast(Table, ErasureRow.__table__)
+notes = cast(Table, NoteRow.__table__)
 fact_terms = cast(Table, FactTermRow.__table__)
 fact_counts = cast(Table, FactCountRow.__table__)
 memory_terms = cast(Table, MemoryTermRow.__table__)

@@ -117,6 +117,38 @@ class Change:
     cause: EndCause
 
 
+@dataclass(frozen=True)
+class Note:
+    """What one turn of a conversation was shown: a block holding only what the conversation had
+    not been shown, attached to one of its messages (``get_context(..., conversation=...)``).
+
+    An adapter puts each earlier note back where it was, byte for byte, so that the prompt
+    before the newest message stays the same from one model call to the next.
+
+    Attributes:
+        conversation: The conversation's id, as the application names it (a thread id).
+        agent: The agent definition it was read through.
+        seq: Its place among the conversation's notes, from 1.
+        anchor: The message it is attached to, as the adapter names it (a message id).
+        text: The note, as it goes into the prompt ("" when there was nothing new to show).
+        facts: The ids of the fact versions it shows (in fact lines and as what a change
+            line says now).
+        memories: The ids of the memories it shows.
+        changed: The ids of the versions whose change it tells (``was``).
+        created_at: When it was written.
+    """
+
+    conversation: str
+    agent: str
+    seq: int
+    anchor: str | None
+    text: str
+    facts: tuple[int, ...] = ()
+    memories: tuple[int, ...] = ()
+    changed: tuple[int, ...] = ()
+    created_at: dt.datetime | None = None
+
+
 CHANGED = "## Changed since you last read"
 KNOWN = "## Known facts"
 MEMORIES = "## Relevant memories"
@@ -149,6 +181,8 @@ class ContextBlock:
             changes shown; None when nothing is held.
         gave_way: True when the read's mark step gave way to a busy lock or
             a lost connection: nothing was marked or told by this read.
+        note: With ``conversation=``, the note this block is: ``volatile`` holds
+            only what the conversation had not been shown, and the engine keeps it.
     """
 
     text: str
@@ -162,6 +196,7 @@ class ContextBlock:
     omitted: int = 0
     receipt: str | None = None
     gave_way: bool = False
+    note: Note | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -307,6 +342,8 @@ class ErasureReport:
     admin_grants: int = 0
     account_facts_kept: int = 0
     scrubbed: bool = False
+    notes: int = 0
+    """Notes of their conversations deleted."""
 
 
 @dataclass(frozen=True)
@@ -317,3 +354,5 @@ class TrimReport:
     marks_told: int = 0
     facts_expired: int = 0
     """Facts whose ``valid_until`` came, ended as expired (reads left them out already)."""
+    notes: int = 0
+    """Notes of conversations whose last note is older than 90 days."""

@@ -63,6 +63,35 @@ def name(field: str, value: Any, *, optional: bool = False) -> str | None:
     return value
 
 
+def label(field: str, value: Any, *, optional: bool = False) -> str | None:
+    """An id the application names something by (a conversation, a message): a string of 1 to
+    255 characters with no line break or other control character."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest(field, f"must be a string, not {type(value).__name__}")
+    if not 0 < len(value) <= MAX_NAME:
+        raise InvalidRequest(field, f"must be 1 to {MAX_NAME} characters, got {len(value)}")
+    if _has_control(value):
+        raise InvalidRequest(field, "must not contain a line break or other control character")
+    if _has_surrogate(value):
+        raise InvalidRequest(field, "must be valid Unicode (no lone surrogates)")
+    return value
+
+
+def seqs(field: str, value: Any) -> frozenset[int] | None:
+    """None, or a collection of positive integers (places in an order, from 1)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise InvalidRequest(field, f"must be a collection of integers, not {value!r:.40}")
+    found = frozenset(value)
+    for item in found:
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 < item < 2**31:
+            raise InvalidRequest(field, f"must hold integers from 1 to 2**31 - 1, got {item!r:.40}")
+    return found
+
+
 def identity(who: Any, field: str = "who") -> Identity:
     """An ``Identity``, or any object with ``account``, ``user`` and ``agent``, checked by name."""
     if not isinstance(who, Identity):

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from . import _expiry, _marks, _memories, _versions
+from . import _expiry, _marks, _memories, _notes, _versions
 from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
 from ._identity import EndCause, Identity, Scope
 from ._schema import facts
@@ -202,7 +202,9 @@ def end(
 def _erase_key(conn: Connection, w: Writer, fact: Fact) -> None:
     """Remove the words of every version under ``fact``'s key, and the memories holding them."""
     every = _versions.same_key(fact)
-    _memories.erase_holding(conn, _versions.versions_where(conn, every), w.words)
+    versions = _versions.versions_where(conn, every)
+    gone = _memories.erase_holding(conn, versions, w.words)
+    _notes.redact(conn, fact.account, [v.id for v in versions], gone)
     _versions.erase_words(conn, every)
 
 

@@ -157,7 +157,7 @@ def test_trim_stats_and_scrub(db_url: str, giulia: Identity) -> None:
     assert "people" in korely("--url", db_url, "stats").stdout
 
     trimmed = as_json(korely("--url", db_url, "--json", "trim", "--now", "2999-01-01"))
-    assert trimmed == {"marks_expired": 1, "marks_told": 0, "facts_expired": 0}
+    assert trimmed == {"marks_expired": 1, "marks_told": 0, "facts_expired": 0, "notes": 0}
     assert "marks_expired" in korely("--url", db_url, "trim").stdout
     assert as_json(korely("--url", db_url, "--json", "stats"))["marks"] == 0
 

@@ -114,6 +114,7 @@ def test_an_export_is_json_ready_data(engine: MemoryEngine, giulia: Identity) ->
         "memories",
         "marks",
         "administrator",
+        "notes",
     }
     assert "hold_token" not in json.dumps(data["marks"])
 

@@ -150,6 +150,11 @@ def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
     adds = {
         "0002": [("add_index", "ix_korely_memories_owner_only")],
         "0003": [("add_column", "valid_until"), ("add_index", "ix_korely_facts_expiring")],
+        "0004": [
+            ("add_index", "ix_korely_notes_created"),
+            ("add_index", "ix_korely_notes_owner_only"),
+            ("add_table", "korely_notes"),
+        ],
     }
     assert sorted(adds) == list(REVISIONS[1:])
     for at, revision in enumerate(REVISIONS[:-1]):

@@ -238,6 +238,7 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
     aget_facts = _twin(FactMethods.get_facts)
     ahistory = _twin(FactMethods.history)
     aget_context = _twin(ContextMethods.get_context)
+    anotes = _twin(ContextMethods.notes)
     aacknowledge = _twin(ContextMethods.acknowledge)
     arelease = _twin(ContextMethods.release)
     aadd_memory = _twin(MemoryMethods.add_memory)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sqlalchemy.engine import Connection
 
-from .. import _marks, _read_path, _validation
+from .. import _marks, _notes, _read_path, _render, _validation
+from .._errors import InvalidRequest
 from .._identity import Identity
-from .._types import Change, ContextBlock
+from .._types import Change, ContextBlock, Note, replaced
 from .core import EngineCore, Moment
 
 
@@ -28,6 +29,9 @@ class ContextMethods(EngineCore):
         known_as_of: Moment | None = None,
         hold: bool | float | dt.timedelta | None = None,
         renew: str | None = None,
+        conversation: str | None = None,
+        anchor: str | None = None,
+        present: Collection[int] | None = None,
     ) -> ContextBlock:
         """The block an agent reads at the start of a conversation, fitted to ``token_budget``.
 
@@ -54,6 +58,18 @@ class ContextMethods(EngineCore):
                 again (the agent wrote meanwhile): the changes it holds are shown
                 again, with any new ones, and held under this block's receipt,
                 which replaces the earlier one. Needs ``reader`` and ``hold``.
+            conversation: The conversation this block is for (a thread id): the
+                block is a note holding only what the conversation has not been
+                shown (the whole block's facts that no earlier note in the prompt
+                shows, a fact shown there in an older version as a change, memories
+                not shown, the changes due), and the engine keeps it
+                (``block.note``; all of them: ``notes``).
+            anchor: With ``conversation``, the message the note is attached to (a
+                message id). A read with the anchor of a note kept before replaces
+                that note (the turn read again); None: always a new note.
+            present: With ``conversation``, the ``seq`` of the earlier notes still in
+                the prompt (None: all of them). What a note no longer in the prompt
+                showed (its message was summarised away) may be shown again.
 
         Returns:
             The block. ``block.text`` goes into the prompt.
@@ -74,6 +90,13 @@ class ContextMethods(EngineCore):
             default_hold=_validation.DEFAULT_HOLD,
             renew=renew,
         )
+        noting = _validation.label("conversation", conversation, optional=True) is not None
+        _validation.label("anchor", anchor, optional=True)
+        seqs = _validation.seqs("present", present)
+        if not noting and (anchor is not None or seqs is not None):
+            raise InvalidRequest("conversation", "is needed with anchor or present")
+        if noting and request.of_the_past:
+            raise InvalidRequest("conversation", "cannot be given with as_of or known_as_of")
         token = _read_path.hold_token(request)
         owed = self._owed_to(request.who.account, request.reader) if request.marking else []
 
@@ -105,6 +128,8 @@ class ContextMethods(EngineCore):
         )
         self._keep_vectors()
         if not request.marking:
+            if conversation is not None:
+                return self._noted(request, block, conversation, anchor, seqs, gathered)
             return block
         assert request.reader is not None
 
@@ -125,7 +150,71 @@ class ContextMethods(EngineCore):
         claimed = self._write_marks(
             request.who, request.reader, block.facts, claims, last, now, held
         )
-        return _read_path.settle(block, gathered, claimed, redraw)
+        whole = _read_path.settle(block, gathered, claimed, redraw)
+        if conversation is not None:
+            return self._noted(request, whole, conversation, anchor, seqs, gathered)
+        return whole
+
+    def notes(self, who: Identity, conversation: str) -> list[Note]:
+        """The notes kept for ``conversation`` (``get_context(..., conversation=...)``), oldest
+        first: what an adapter puts back in the prompt, each at its message, byte for byte.
+
+        Raises:
+            InvalidRequest: A name breaks the name rule.
+        """
+        who = _validation.identity(who)
+        _validation.label("conversation", conversation)
+        return self._read(lambda conn: _notes.read(conn, who, conversation))
+
+    def _noted(
+        self,
+        request: _read_path.ReadRequest,
+        whole: ContextBlock,
+        conversation: str,
+        anchor: str | None,
+        present: frozenset[int] | None,
+        gathered: _read_path.Gathered,
+    ) -> ContextBlock:
+        """The note of ``whole`` (the block for this turn) for ``conversation``, kept."""
+        who = request.who
+
+        def work(conn: Connection) -> ContextBlock:
+            earlier = _notes.read(conn, who, conversation)
+            kept = [
+                n
+                for n in earlier
+                if (present is None or n.seq in present) and (anchor is None or n.anchor != anchor)
+            ]
+            seen = _notes.shown(conn, kept)
+            facts, memories, changes = _notes.unshown(
+                conn, whole, seen, derive=request.reader is None
+            )
+            note = _render.render(
+                facts=facts,
+                memories=memories,
+                changes=changes,
+                budget=request.budget,
+                count=self._tokens,
+                changed_more=whole.changed_more,
+                waiting=bool(memories or changes),
+                omitted=0 if kept else whole.omitted,
+                excerpts=gathered.excerpts,
+            )
+            kept_note = _notes.keep(conn, who, conversation, anchor, note, self._now(conn))
+            volatile = kept_note.text
+            text = f"{note.stable}\n\n{volatile}" if volatile else note.stable
+            return replaced(
+                note,
+                text=text,
+                tokens=self._tokens(text) if text != note.text else note.tokens,
+                volatile=volatile,
+                receipt=whole.receipt,
+                changed_more=whole.changed_more,
+                gave_way=whole.gave_way,
+                note=kept_note,
+            )
+
+        return self._write(work)
 
     def acknowledge(self, receipt: str) -> int:
         """Spend the changes a held block showed: the model has them.

@@ -23,7 +23,14 @@ from ._alembic import options
 
 BASELINE = Path(__file__).parent / "versions" / "v0001_baseline.py"
 ADDED_LATER = frozenset(
-    {"ix_korely_memories_owner_only", "ix_korely_facts_expiring", "korely_facts.valid_until"}
+    {
+        "ix_korely_memories_owner_only",
+        "ix_korely_facts_expiring",
+        "korely_facts.valid_until",
+        "korely_notes",
+        "ix_korely_notes_owner_only",
+        "ix_korely_notes_created",
+    }
 )
 """Indexes, tables and columns (``table.column``) that revisions after the baseline create: the
 baseline leaves them out."""

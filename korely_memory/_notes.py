@@ -1,0 +1,304 @@
+"""The notes of conversations: the one module that writes ``korely_notes``.
+
+A read with ``conversation=`` shows only what that conversation has not been
+shown (``noted``): the facts of the whole block that no earlier note still in
+the prompt shows, a fact shown there in an older version as a change, the
+memories not shown, and the changes due. The note is kept with the ids of what
+it shows and each of its lines, so that an adapter can put it back where it
+was, byte for byte, and so that erasure finds the words it holds: a line
+showing an erased version or a forgotten memory is replaced by ``REDACTED``.
+Notes are the person's data: erased with them, exported, and trimmed 90 days
+after the conversation's last note.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from . import _versions
+from ._identity import EndCause, Identity, Scope
+from ._schema import facts, memories, notes
+from ._types import CHANGED, KNOWN, MEMORIES, Change, ContextBlock, Fact, Memory, Note
+
+REDACTED = "- (erased)"
+"""What a line of a note says once the words it showed are erased."""
+LIFETIME = dt.timedelta(days=90)
+"""A conversation's notes go this long after its last one."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the notes still in the prompt showed."""
+
+    facts: frozenset[int]
+    memories: frozenset[int]
+    changed: frozenset[int]
+    versions: dict[tuple[bool, str], int]
+    """The latest version shown of each key, by (account fact?, key)."""
+
+
+def _slot(fact: Fact) -> tuple[bool, str]:
+    return fact.effective_scope is Scope.ACCOUNT, fact.key
+
+
+def _where(who: Identity, conversation: str) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        notes.c.account == who.account,
+        notes.c.owner_key == _versions.owner_key(who.user),
+        notes.c.agent == who.agent,
+        notes.c.conversation == conversation,
+    )
+
+
+def read(conn: Connection, who: Identity, conversation: str) -> list[Note]:
+    """The conversation's notes, oldest first."""
+    rows = conn.execute(sa.select(notes).where(_where(who, conversation)).order_by(notes.c.seq))
+    return [_note(r) for r in rows]
+
+
+def _note(row: Any) -> Note:
+    m = row._mapping
+    items = json.loads(m["items"])
+    return Note(
+        conversation=m["conversation"],
+        agent=m["agent"],
+        seq=m["seq"],
+        anchor=m["anchor"],
+        text=m["text"],
+        facts=tuple(items["facts"]),
+        memories=tuple(items["memories"]),
+        changed=tuple(items["changed"]),
+        created_at=m["created_at"],
+    )
+
+
+def shown(conn: Connection, kept: Sequence[Note]) -> Shown:
+    """What ``kept``, the notes still in the prompt, showed."""
+    fact_ids = frozenset(i for n in kept for i in n.facts)
+    versions: dict[tuple[bool, str], int] = {}
+    for fact in _versions.by_ids(conn, sorted(fact_ids)):  # in id order: the latest last
+        versions[_slot(fact)] = fact.id
+    return Shown(
+        facts=fact_ids,
+        memories=frozenset(i for n in kept for i in n.memories),
+        changed=frozenset(i for n in kept for i in n.changed),
+        versions=versions,
+    )
+
+
+def unshown(
+    conn: Connection, block: ContextBlock, seen: Shown, *, derive: bool
+) -> tuple[list[Fact], list[Memory], list[Change]]:
+    """What of ``block`` (the whole block for this turn) the conversation has not been shown:
+    its facts, its memories, and the changes to tell. With ``derive`` (a read without a
+    reader, whose changes no mark tells), a fact whose key the conversation was shown in an
+    older version is told as a change from that version."""
+    told_now = {c.now.id for c in block.changed if c.now is not None}
+    new_facts = [f for f in block.facts if f.id not in seen.facts and f.id not in told_now]
+    changes = list(block.changed)
+    if derive:
+        older = {
+            _slot(f): f
+            for f in _versions.by_ids(conn, sorted(seen.versions.values()))
+            if not f.erased and f.id not in seen.changed
+        }
+        kept: list[Fact] = []
+        for fact in new_facts:
+            was = older.get(_slot(fact))
+            if was is None or was.id == fact.id:
+                kept.append(fact)
+                continue
+            day = (was.ended_recorded_at or fact.recorded_at).date()
+            changes.append(Change(was, fact, day, was.end_cause or EndCause.CORRECTED))
+        new_facts = kept
+    new_memories = [m for m in block.memories if m.id not in seen.memories]
+    return new_facts, new_memories, changes
+
+
+def lines_of(block: ContextBlock) -> list[tuple[list[str], str]]:
+    """Each line of ``block.volatile`` with the ids it shows (``f<id>`` for versions,
+    ``m<id>`` for memories); headers and the omitted line show none."""
+    items: dict[str, list[list[str]]] = {
+        CHANGED: [
+            [f"f{c.was.id}", *([f"f{c.now.id}"] if c.now is not None else [])]
+            for c in block.changed
+        ],
+        KNOWN: [[f"f{f.id}"] for f in block.facts],
+        MEMORIES: [[f"m{m.id}"] for m in block.memories],
+    }
+    found: list[tuple[list[str], str]] = []
+    waiting: list[list[str]] = []
+    for line in block.volatile.split("\n"):
+        if line in items:
+            waiting = list(items[line])
+            found.append(([], line))
+        elif line and waiting:
+            found.append((waiting.pop(0), line))
+        else:
+            found.append(([], line))
+    return found
+
+
+def keep(
+    conn: Connection,
+    who: Identity,
+    conversation: str,
+    anchor: str | None,
+    block: ContextBlock,
+    now: dt.datetime,
+) -> Note:
+    """Keep ``block`` (a note) as the conversation's note for ``anchor``: in the place of the
+    note kept for that anchor before, or after the last one.
+
+    Taken with the versions and memories it shows held (``FOR SHARE`` on PostgreSQL), so an
+    erasure of one of them waits for this note and then redacts it; one erased since the
+    block was read is redacted here."""
+    _versions.lock_person(conn, who.account, who.user)
+    fact_ids = sorted({f.id for f in block.facts} | _change_ids(block.changed))
+    memory_ids = sorted(m.id for m in block.memories)
+    gone: set[str] = set()
+    if fact_ids:
+        held = conn.execute(
+            sa.select(facts.c.id, facts.c.content)
+            .where(facts.c.id.in_(fact_ids))
+            .with_for_update(read=True)
+        ).all()
+        alive = {i for i, content in held if content}
+        gone |= {f"f{i}" for i in fact_ids if i not in alive}
+    if memory_ids:
+        held_memories = conn.execute(
+            sa.select(memories.c.id).where(memories.c.id.in_(memory_ids)).with_for_update(read=True)
+        ).scalars()
+        alive = set(held_memories)
+        gone |= {f"m{i}" for i in memory_ids if i not in alive}
+    lines = [(ids, REDACTED if gone.intersection(ids) else line) for ids, line in lines_of(block)]
+    text = "\n".join(line for _, line in lines)
+    shown_ids = sorted({f.id for f in block.facts} | {c.now.id for c in block.changed if c.now})
+    changed_ids = sorted(c.was.id for c in block.changed)
+    items = {
+        "facts": shown_ids,
+        "memories": memory_ids,
+        "changed": changed_ids,
+        "lines": [[ids, line] for ids, line in lines if ids],
+    }
+    where = _where(who, conversation)
+    seq = None
+    if anchor is not None:
+        seq = conn.execute(sa.select(notes.c.seq).where(where, notes.c.anchor == anchor)).scalar()
+    values = {"created_at": now, "items": json.dumps(items), "text": text}
+    if seq is None:
+        last = conn.execute(sa.select(sa.func.max(notes.c.seq)).where(where)).scalar()
+        seq = (last or 0) + 1
+        conn.execute(
+            notes.insert().values(
+                account=who.account,
+                owner_key=_versions.owner_key(who.user),
+                agent=who.agent,
+                conversation=conversation,
+                seq=seq,
+                anchor=anchor,
+                **values,
+            )
+        )
+    else:
+        conn.execute(notes.update().where(where, notes.c.seq == seq).values(**values))
+    return Note(
+        conversation=conversation,
+        agent=who.agent,
+        seq=seq,
+        anchor=anchor,
+        text=text,
+        facts=tuple(shown_ids),
+        memories=tuple(memory_ids),
+        changed=tuple(changed_ids),
+        created_at=now,
+    )
+
+
+def _change_ids(changes: Iterable[Change]) -> set[int]:
+    return {i for c in changes for i in (c.was.id, c.now.id if c.now else None) if i is not None}
+
+
+def redact(
+    conn: Connection,
+    account: str,
+    fact_ids: Collection[int] = (),
+    memory_ids: Collection[int] = (),
+) -> int:
+    """Replace every line of the account's notes that shows one of these versions or memories
+    by ``REDACTED`` (their words are being erased). Returns how many notes changed."""
+    names = [f"f{i}" for i in fact_ids] + [f"m{i}" for i in memory_ids]
+    if not names:
+        return 0
+    holding = sa.or_(*(notes.c["items"].contains(json.dumps(n)) for n in names))
+    rows = conn.execute(sa.select(notes).where(notes.c.account == account, holding)).all()
+    doomed = set(names)
+    changed = 0
+    for row in rows:
+        m = row._mapping
+        items = json.loads(m["items"])
+        text: str = m["text"]
+        kept_lines = []
+        for ids, line in items["lines"]:
+            if doomed.intersection(ids):
+                # The line's own text, where it stands: between line breaks.
+                text = "\n".join(REDACTED if x == line else x for x in text.split("\n"))
+                line = REDACTED
+            kept_lines.append([ids, line])
+        items["lines"] = kept_lines
+        changed += 1
+        conn.execute(
+            notes.update()
+            .where(
+                notes.c.account == m["account"],
+                notes.c.owner_key == m["owner_key"],
+                notes.c.agent == m["agent"],
+                notes.c.conversation == m["conversation"],
+                notes.c.seq == m["seq"],
+            )
+            .values(text=text, items=json.dumps(items))
+        )
+    return changed
+
+
+def erase(conn: Connection, account: str, user: str) -> int:
+    """Delete every note of ``user``'s conversations in ``account``. Returns how many."""
+    return conn.execute(
+        notes.delete().where(notes.c.account == account, notes.c.owner_key == user)
+    ).rowcount
+
+
+def of_person(conn: Connection, account: str, user: str) -> list[Note]:
+    """Every note of ``user``'s conversations in ``account``, by agent, conversation, order."""
+    rows = conn.execute(
+        sa.select(notes)
+        .where(notes.c.account == account, notes.c.owner_key == user)
+        .order_by(notes.c.agent, notes.c.conversation, notes.c.seq)
+    )
+    return [_note(r) for r in rows]
+
+
+def trim(conn: Connection, now: dt.datetime) -> int:
+    """Delete the notes of conversations whose last note is older than ``LIFETIME``."""
+    key = (notes.c.account, notes.c.owner_key, notes.c.agent, notes.c.conversation)
+    live = sa.select(*key).group_by(*key).having(sa.func.max(notes.c.created_at) >= now - LIFETIME)
+    old = sa.select(*key).where(notes.c.created_at < now - LIFETIME).distinct()
+    stale = [tuple(r) for r in conn.execute(old.except_(live))]
+    gone = 0
+    for account, owner_key, agent, conversation in stale:
+        gone += conn.execute(
+            notes.delete().where(
+                notes.c.account == account,
+                notes.c.owner_key == owner_key,
+                notes.c.agent == agent,
+                notes.c.conversation == conversation,
+            )
+        ).rowcount
+    return gone

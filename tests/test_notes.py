@@ -1,0 +1,257 @@
+"""Notes: a conversation's memory as a series of notes, each holding only what it was not shown.
+
+`get_context(..., conversation=...)` keeps each note; an adapter puts every earlier one back at its
+message, byte for byte. The notes are the person's data: erased, redacted, exported and trimmed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pytest
+import sqlalchemy as sa
+
+from korely_memory import Identity, InvalidRequest, MemoryEngine, Note
+from korely_memory._engine.context import ContextMethods
+from korely_memory._notes import REDACTED
+from korely_memory._render import STABLE
+from korely_memory._schema import UTCDateTime
+
+from .helpers import snapshot
+
+ADMIN = Identity("acme", "anna", "support-copilot")
+
+
+def cities(engine: MemoryEngine, giulia: Identity, n: int = 12) -> None:
+    for i in range(n):
+        engine.remember(giulia, f"trip-{i:02}", f"Giulia visited city number {i} in spring")
+
+
+def test_a_note_shows_only_what_the_conversation_was_not_shown(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    cities(engine, giulia)
+    query = "Which cities did Giulia visit?"
+    whole = engine.get_context(giulia, query)
+    first = engine.get_context(giulia, query, conversation="t", anchor="1")
+    assert first.text == whole.text and first.facts == whole.facts
+    assert first.note == Note("t", giulia.agent, 1, "1", whole.volatile, first.note.facts,
+                              created_at=first.note.created_at)  # fmt: skip
+    assert sorted(first.note.facts) == sorted(f.id for f in whole.facts)
+
+    again = engine.get_context(giulia, query, conversation="t", anchor="2")
+    assert again.text == STABLE and again.volatile == "" and again.facts == ()
+    assert again.note is not None and again.note.text == "" and again.note.seq == 2
+
+    engine.remember(giulia, "pet", "Giulia has a cat called Miso")
+    third = engine.get_context(giulia, "Does Giulia have a cat?", conversation="t", anchor="3")
+    assert [f.key for f in third.facts] == ["pet"]
+    assert "Miso" in third.volatile and "city number" not in third.volatile
+    assert third.tokens == engine.count_tokens(third.text)
+
+    # Another conversation was shown nothing yet.
+    other = engine.get_context(giulia, query, conversation="u")
+    assert other.volatile == engine.get_context(giulia, query).volatile
+
+
+def test_earlier_notes_are_kept_byte_for_byte_and_a_turn_read_again_replaces_its_own(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    cities(engine, giulia, 4)
+    texts = []
+    for turn in range(1, 4):
+        engine.remember(giulia, f"hobby-{turn}", f"Giulia took up hobby {turn} this year")
+        block = engine.get_context(giulia, f"hobby {turn}", conversation="t", anchor=f"m{turn}")
+        assert block.note is not None
+        texts.append(block.note.text)
+    assert [n.text for n in engine.notes(giulia, "t")] == texts
+    assert [n.anchor for n in engine.notes(giulia, "t")] == ["m1", "m2", "m3"]
+
+    # The third turn read again (its agent wrote meanwhile): its note is replaced, in its place.
+    engine.remember(giulia, "hobby-4", "Giulia took up hobby 4 this year")
+    again = engine.get_context(giulia, "hobby 3", conversation="t", anchor="m3")
+    assert again.note is not None and again.note.seq == 3
+    assert "hobby 3" in again.volatile and "hobby 4" in again.volatile
+    kept = engine.notes(giulia, "t")
+    assert [n.text for n in kept] == [*texts[:2], again.note.text]
+
+
+def test_what_a_note_no_longer_in_the_prompt_showed_is_shown_again(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    cities(engine, giulia, 5)
+    first = engine.get_context(giulia, "cities", conversation="t", anchor="1")
+    assert len(first.facts) == 5
+    assert engine.get_context(giulia, "cities", conversation="t", anchor="2").facts == ()
+    # The first turn was summarised away: only the second note is still in the prompt.
+    third = engine.get_context(giulia, "cities", conversation="t", anchor="3", present=[2])
+    assert third.facts == first.facts
+
+
+def test_a_fact_shown_in_an_older_version_comes_as_a_change_once(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, "Where does Giulia live?", conversation="t", anchor="1")
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+
+    told = engine.get_context(giulia, "Where does Giulia live?", conversation="t", anchor="2")
+    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in told.volatile
+    assert "## Known facts" not in told.volatile
+    assert [(c.was.content, c.now and c.now.content) for c in told.changed] == [
+        ("Giulia lives in Rome", "Giulia lives in Milan")
+    ]
+    after = engine.get_context(giulia, "Where does Giulia live?", conversation="t", anchor="3")
+    assert after.volatile == ""
+
+
+def test_with_a_reader_a_change_is_told_once_by_its_marks_and_the_fact_not_repeated(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "pet", "Giulia has a cat")
+    engine.get_context(giulia, "Giulia", reader="bot", conversation="t", anchor="1")
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")  # by someone else
+
+    told = engine.get_context(giulia, "Giulia", reader="bot", hold=True, conversation="t",
+                              anchor="2")  # fmt: skip
+    assert told.volatile.count("Giulia lives in Milan") == 1
+    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in told.volatile
+    assert "cat" not in told.volatile
+    assert told.receipt is not None and engine.acknowledge(told.receipt) == 1
+    assert engine.get_context(giulia, "Giulia", reader="bot", conversation="t").volatile == ""
+    # The same reader in another conversation is not told again, and is shown the facts.
+    other = engine.get_context(giulia, "Giulia", reader="bot", conversation="u")
+    assert "was:" not in other.volatile and "Giulia lives in Milan" in other.volatile
+
+
+def test_every_fact_a_whole_block_shows_is_in_a_note_still_in_the_prompt(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    rng = random.Random(7)
+    topics = ["food", "travel", "work", "family", "music", "sport"]
+    for i in range(60):
+        topic = topics[i % len(topics)]
+        engine.remember(giulia, f"{topic}-{i}", f"Giulia {topic} detail {i} " + "words " * (i % 5))
+    present: list[int] = []
+    for turn in range(1, 25):
+        query = " ".join(rng.sample(topics, 2))
+        if turn % 6 == 0:
+            engine.correct(giulia, f"food-{rng.randrange(0, 60, 6)}", f"Giulia food changed {turn}")
+        if turn % 8 == 0:
+            present = present[len(present) // 2 :]  # the oldest turns were trimmed away
+        whole = engine.get_context(giulia, query, token_budget=400)
+        block = engine.get_context(giulia, query, token_budget=400, conversation="t",
+                                   anchor=str(turn), present=present)  # fmt: skip
+        assert block.note is not None and block.tokens <= 400
+        kept = {n.seq: n for n in engine.notes(giulia, "t")}
+        in_prompt = {i for s in [*present, block.note.seq] for i in kept[s].facts}
+        assert {f.id for f in whole.facts} <= in_prompt, turn
+        present.append(block.note.seq)
+
+
+def test_erasing_a_fact_redacts_the_notes_that_showed_it(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "health", "Giulia is allergic to peanuts")
+    engine.remember(giulia, "pet", "Giulia has a cat called Miso")
+    engine.add_memory(giulia, "Giulia told us her cat Miso hates the vet")
+    engine.get_context(giulia, "Giulia cat peanuts", conversation="t", anchor="1")
+    engine.correct(giulia, "health", "Giulia is allergic to hazelnuts")
+    engine.get_context(giulia, "Giulia cat peanuts", conversation="t", anchor="2")
+    assert "peanuts" in engine.notes(giulia, "t")[1].text  # told as a change
+
+    engine.forget(giulia, "health", erase=True)
+    kept = engine.notes(giulia, "t")
+    assert all("peanuts" not in n.text and "hazelnuts" not in n.text for n in kept)
+    assert REDACTED in kept[0].text.split("\n") and REDACTED in kept[1].text.split("\n")
+    assert "Miso" in kept[0].text  # the other lines stay as they were
+    assert "peanuts" not in str(engine.export_user("acme", "giulia").to_dict())
+    assert not any("peanuts" in (v or "") for v in snapshot(engine).values())
+
+    memory = engine.search_memories(giulia, "vet")[0]
+    engine.forget_memory(giulia, memory.id)
+    assert all("vet" not in n.text for n in engine.notes(giulia, "t"))
+
+
+def test_a_fact_erased_between_the_read_and_its_note_is_not_kept(
+    engine: MemoryEngine, db_url: str, giulia: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.remember(giulia, "health", "Giulia is allergic to peanuts")
+    engine.remember(giulia, "pet", "Giulia has a cat")
+    noted = ContextMethods._noted
+
+    def erased_first(self: MemoryEngine, *args: object, **kwargs: object) -> object:
+        with MemoryEngine(db_url) as other:  # a second engine commits between the two steps
+            other.forget(giulia, "health", erase=True)
+        return noted(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ContextMethods, "_noted", erased_first)
+    block = engine.get_context(giulia, "Giulia peanuts cat", conversation="t", anchor="1")
+    assert block.note is not None
+    assert "peanuts" not in block.note.text and "cat" in block.note.text
+    assert "peanuts" not in engine.notes(giulia, "t")[0].text
+
+
+def test_notes_are_the_person_s_data_erased_exported_and_trimmed(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    marco = Identity("acme", "marco", giulia.agent)
+    for who in (giulia, marco):
+        engine.remember(who, "home-city", f"{who.user} lives in Rome")
+        engine.get_context(who, "home", conversation="t", anchor="1")
+        engine.get_context(who, "home", conversation="t2", anchor="1")
+
+    exported = engine.export_user("acme", "giulia")
+    assert [(n.conversation, n.seq) for n in exported.notes] == [("t", 1), ("t2", 1)]
+    assert exported.to_dict()["notes"][0]["text"] == exported.notes[0].text
+
+    assert engine.trim().notes == 0
+    # Giulia's conversations, and the first note of one of Marco's, were last read 100 days ago.
+    engine.get_context(marco, "home", conversation="t2", anchor="2")
+    long_ago = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=100)
+    with engine.db.begin() as conn:
+        conn.execute(
+            sa.text(
+                "UPDATE korely_notes SET created_at = :t WHERE owner_key = 'giulia'"
+                " OR (conversation = 't2' AND seq = 1)"
+            ).bindparams(sa.bindparam("t", type_=UTCDateTime)),
+            {"t": long_ago},
+        )
+    assert engine.trim().notes == 2
+    assert engine.notes(giulia, "t") == [] and engine.notes(giulia, "t2") == []
+    assert [n.seq for n in engine.notes(marco, "t2")] == [1, 2]
+    assert len(engine.notes(marco, "t")) == 1
+
+    engine.get_context(giulia, "home", conversation="t", anchor="1")
+    report = engine.erase_user("acme", "giulia")
+    assert report.notes == 1 and engine.notes(giulia, "t") == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"conversation": ""}, "conversation"),
+        ({"conversation": "a\nb"}, "conversation"),
+        ({"conversation": 3}, "conversation"),
+        ({"conversation": "t", "anchor": "x" * 256}, "anchor"),
+        ({"anchor": "m1"}, "conversation"),
+        ({"present": [1]}, "conversation"),
+        ({"conversation": "t", "present": [0]}, "present"),
+        ({"conversation": "t", "present": "1"}, "present"),
+        (
+            {"conversation": "t", "as_of": dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)},
+            "conversation",
+        ),
+    ],
+)
+def test_a_bad_conversation_argument_is_refused_and_writes_nothing(
+    engine: MemoryEngine, giulia: Identity, kwargs: dict[str, object], field: str
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    before = snapshot(engine)
+    with pytest.raises(InvalidRequest) as refused:
+        engine.get_context(giulia, "home", **kwargs)  # type: ignore[arg-type]
+    assert refused.value.field == field
+    assert snapshot(engine) == before
