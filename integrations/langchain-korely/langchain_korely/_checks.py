@@ -28,7 +28,9 @@ def check_options(
         InvalidRequest: `field` names the option that is not one the middleware takes.
     """
     if placement not in PLACEMENTS:
-        raise InvalidRequest("placement", f"must be 'system' or 'context', not {placement!r:.40}")
+        raise InvalidRequest(
+            "placement", f"must be 'system', 'context' or 'notes', not {placement!r:.40}"
+        )
     if on_error not in ("raise", "continue"):
         raise InvalidRequest("on_error", f"must be 'raise' or 'continue', not {on_error!r:.40}")
     if not isinstance(read_only, bool):

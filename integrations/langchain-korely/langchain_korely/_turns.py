@@ -31,7 +31,7 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage
 
-from korely_memory import ContextBlock, Identity, limits
+from korely_memory import ContextBlock, Identity, Note, limits
 from langchain_korely._placement import latest_user_message
 
 MAX_TURNS = 1024
@@ -52,6 +52,9 @@ class Turn:
     """A model call with the block in its prompt answered."""
     stale: bool = False
     """A write of the agent's own tools since: the next model call reads again."""
+    notes: tuple[Note, ...] | None = None
+    """With the `"notes"` placement in a thread: the earlier notes still in the prompt, to put
+    back (the block is then the turn's note); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class TurnKey:
     """Thread, the user's words, identity: what a run sent again has in common."""
     who: Identity = field(compare=False)
     query: str | None = field(compare=False)
+    thread: Hashable | None = field(default=None, compare=False)
+    anchor: str | None = field(default=None, compare=False)
+    """The latest user message's id: what the turn's note is attached to."""
 
 
 def thread_of(config: Mapping[str, Any] | None, runtime: Any) -> Hashable | None:
@@ -82,8 +88,9 @@ def turn_of(messages: Sequence[AnyMessage], thread: Hashable | None, who: Identi
     index = latest_user_message(messages)
     latest = messages[index] if index is not None else None
     query = (latest.text or None) if latest is not None else None
-    message_id = latest.id if latest is not None and latest.id else ("words", query)
-    return TurnKey((thread, message_id, who), (thread, query, who), who, query)
+    anchor = latest.id if latest is not None and latest.id else None
+    message_id = anchor or ("words", query)
+    return TurnKey((thread, message_id, who), (thread, query, who), who, query, thread, anchor)
 
 
 class Turns:

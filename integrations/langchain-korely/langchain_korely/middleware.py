@@ -18,7 +18,7 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
 
-from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, limits
+from korely_memory import ContextBlock, Identity, KorelyError, MemoryEngine, Note, limits
 from korely_memory.capture import DEFAULT_DELAY, CaptureControls, Captures, Extractor, check_capture
 from korely_memory.sealing import seal
 from korely_memory.tools import FORGET
@@ -121,8 +121,10 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
                 `IdentityResolver`); by default the run's context
                 (`agent.invoke(..., context=Identity(...))`).
             placement: `"context"` (the system prompt stays the same on every
-                call; the part that changes goes in the latest user message) or
-                `"system"` (the whole block after the system prompt).
+                call; the part that changes goes in the latest user message),
+                `"system"` (the whole block after the system prompt) or `"notes"`
+                (as `"context"`, but each turn's part holds only what the thread
+                has not been shown, and earlier turns' parts stay in their messages).
             cache_marker: Keys added to the content block of the stable note,
                 e.g. `{"cache_control": {"type": "ephemeral"}}`, so that the
                 provider caches the system prompt up to it.
@@ -244,12 +246,14 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
     ) -> ModelResponse[Any]:
         """Call the model with the turn's block in its prompt."""
         key = self._turn_key(request)
-        turn = self._turns.find(key) or self._read(key, self._turns.held(key))
+        turn = self._turns.find(key) or self._read(key, self._turns.held(key), request)
         if turn.block is None:
             return handler(request)
         with (
-            watching(*self._watched(turn.block, request)) as watch,
-            placing(request, turn.block, self.placement, self.cache_marker, key.who) as placed,
+            watching(*self._watched(turn, request)) as watch,
+            placing(
+                request, turn.block, self.placement, self.cache_marker, key.who, turn.notes
+            ) as placed,
         ):
             try:
                 response = handler(placed)
@@ -267,12 +271,14 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
     ) -> ModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
         key = self._turn_key(request)
-        turn = self._turns.find(key) or await self._aread(key, self._turns.held(key))
+        turn = self._turns.find(key) or await self._aread(key, self._turns.held(key), request)
         if turn.block is None:
             return await handler(request)
         with (
-            watching(*self._watched(turn.block, request)) as watch,
-            placing(request, turn.block, self.placement, self.cache_marker, key.who) as placed,
+            watching(*self._watched(turn, request)) as watch,
+            placing(
+                request, turn.block, self.placement, self.cache_marker, key.who, turn.notes
+            ) as placed,
         ):
             try:
                 response = await handler(placed)
@@ -387,25 +393,65 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         messages = _messages(request.state) or request.messages
         return turn_of(messages, thread_of(config, request.runtime), who)
 
-    def _read(self, key: TurnKey, renew: str | None = None) -> Turn:
+    def _read(
+        self, key: TurnKey, renew: str | None = None, request: ModelRequest[Any] | None = None
+    ) -> Turn:
         block: ContextBlock | None = None
+        notes: tuple[Note, ...] | None = None
         try:
-            block = self.engine.get_context(key.who, key.query, **self._options(renew))
+            options = self._options(renew)
+            conversation = self._conversation(key)
+            if conversation is not None and request is not None:
+                kept = self.engine.notes(key.who, conversation)
+                notes, options = self._noting(key, conversation, kept, request, options)
+            block = self.engine.get_context(key.who, key.query, **options)
         except SQLAlchemyError:
             if self.on_error == "raise":
                 raise
             _log_unavailable()
-        return self._kept(key, block)
+            notes = None
+        return self._kept(key, block, notes)
 
-    async def _aread(self, key: TurnKey, renew: str | None = None) -> Turn:
+    async def _aread(
+        self, key: TurnKey, renew: str | None = None, request: ModelRequest[Any] | None = None
+    ) -> Turn:
         block: ContextBlock | None = None
+        notes: tuple[Note, ...] | None = None
         try:
-            block = await self.engine.aget_context(key.who, key.query, **self._options(renew))
+            options = self._options(renew)
+            conversation = self._conversation(key)
+            if conversation is not None and request is not None:
+                kept = await self.engine.anotes(key.who, conversation)
+                notes, options = self._noting(key, conversation, kept, request, options)
+            block = await self.engine.aget_context(key.who, key.query, **options)
         except SQLAlchemyError:
             if self.on_error == "raise":
                 raise
             _log_unavailable()
-        return self._kept(key, block)
+            notes = None
+        return self._kept(key, block, notes)
+
+    def _conversation(self, key: TurnKey) -> str | None:
+        """The conversation whose notes the turn reads: its thread, with `"notes"`."""
+        if self.placement != "notes" or key.thread is None:
+            return None
+        return str(key.thread)[:255] or None
+
+    @staticmethod
+    def _noting(
+        key: TurnKey,
+        conversation: str,
+        kept: Sequence[Note],
+        request: ModelRequest[Any],
+        options: dict[str, Any],
+    ) -> tuple[tuple[Note, ...], dict[str, Any]]:
+        """The earlier notes still in the prompt (their message is among the request's), and
+        the read's options for the turn's note."""
+        ids = {m.id for m in request.messages if isinstance(m, HumanMessage) and m.id}
+        earlier = tuple(n for n in kept if n.anchor in ids and n.anchor != key.anchor)
+        present = [n.seq for n in earlier]
+        noting = {"conversation": conversation, "anchor": key.anchor, "present": present}
+        return earlier, {**options, **noting}
 
     def _options(self, renew: str | None) -> dict[str, Any]:
         return {
@@ -416,18 +462,21 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
             "renew": renew if self.reader is not None else None,
         }
 
-    def _kept(self, key: TurnKey, block: ContextBlock | None) -> Turn:
-        turn = Turn(block, key.query, self._turns.now())
+    def _kept(
+        self, key: TurnKey, block: ContextBlock | None, notes: tuple[Note, ...] | None = None
+    ) -> Turn:
+        turn = Turn(block, key.query, self._turns.now(), notes=notes)
         self._turns.keep(key, turn)
         return turn
 
-    def _watched(
-        self, block: ContextBlock, request: ModelRequest[Any]
-    ) -> tuple[list[str], list[str]]:
+    def _watched(self, turn: Turn, request: ModelRequest[Any]) -> tuple[list[str], list[str]]:
         """What must reach the model (the block's pieces, as placed), and what events must not
-        show (all of them but the stable note)."""
+        show (all of them but the stable note, and the earlier notes put back)."""
+        assert turn.block is not None
+        block = turn.block
         placed = placed_texts(block, self.placement, request.messages)
-        return placed, [text for text in placed if text != block.stable]
+        earlier = [n.text for n in turn.notes or () if n.text]
+        return placed, [text for text in placed if text != block.stable] + earlier
 
     def _written(self, runtime: Any) -> None:
         """A tool of this middleware wrote: the turn's next model call reads the memory again."""

