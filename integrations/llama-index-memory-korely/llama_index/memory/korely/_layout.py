@@ -9,6 +9,10 @@ goes, by ``placement``:
   after the first one, before the chat history; its memories, what people said
   in earlier conversations, into the latest user message as in ``"context"``:
   quoted speech never goes into a system message;
+- ``"notes"``: as ``"context"``, but what goes into the latest user message is
+  a note holding only what the conversation had not been shown (the engine
+  keeps it, read with ``conversation=`` the memory's session), and each earlier
+  turn's note goes back at the start of its own user message, byte for byte;
 - ``"context"``: into the latest user message, as a text block before the
   user's words, after the history: everything before it stays the same from one
   call to the next. A user message is the one kind of message every LLM
@@ -49,7 +53,7 @@ from korely_memory import ContextBlock, framing
 from ._budget import frame
 from ._turns import last_user_index
 
-PLACEMENTS = ("system", "context")
+PLACEMENTS = ("system", "context", "notes")
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def framed(
     facts, memories = block.facts_text, block.memories_text
     if not user_message:
         system_text, user_text = facts, ""
-    elif placement == "context":
+    elif placement in ("context", "notes"):
         system_text, user_text = "", block.volatile
     else:
         system_text, user_text = facts, memories
@@ -118,6 +122,17 @@ def place(messages: list[ChatMessage], parts: Parts) -> list[ChatMessage]:
         result[user] = _with_blocks(result[user], [*parts.user, *result[user].blocks])
     if parts.system:
         result.insert(system + 1, ChatMessage(role=MessageRole.SYSTEM, blocks=parts.system))
+    return result
+
+
+def with_notes(
+    messages: list[ChatMessage], frames: dict[int, list[TextBlock]]
+) -> list[ChatMessage]:
+    """``messages`` with each of ``frames`` (earlier notes, framed) at the start of the user
+    message at its index; the messages given are not changed."""
+    result = list(messages)
+    for index, blocks in frames.items():
+        result[index] = _with_blocks(result[index], [*blocks, *result[index].blocks])
     return result
 
 

@@ -11,11 +11,12 @@ is given and recognises a turn by them (:func:`locate`).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 
-from korely_memory import ContextBlock
+from korely_memory import ContextBlock, Note
 
 from ._acknowledge import Showing, unwatch
 
@@ -44,6 +45,9 @@ class Turn:
     """The agent's own tools wrote during the turn: its next read reads again."""
     crowded: bool = False
     """The turn's read was left out of a prompt for want of room: counted (and logged) once."""
+    notes: tuple[Note, ...] = ()
+    """With the ``"notes"`` placement: the earlier notes of the conversation still in the
+    history when the turn was read, put back at their messages on every read of the turn."""
 
     @property
     def seen(self) -> bool:
@@ -116,7 +120,7 @@ class Conversation:
         """
         old, self.turn, self.question_stored = self.turn, new, False
         if old is not None and old.holds_changes and old.user == new.user:
-            new.block, new.showings = old.block, old.showings
+            new.block, new.showings, new.notes = old.block, old.showings, old.notes
             return False
         if old is not None:
             old.end()
@@ -145,6 +149,20 @@ def is_answer(message: ChatMessage) -> bool:
         and not any(isinstance(block, ToolCallBlock) for block in message.blocks)
         and not message.additional_kwargs.get("tool_calls")
     )
+
+
+def anchors(messages: list[ChatMessage]) -> dict[int, str]:
+    """What each user message's note is attached to, by its index: a digest of its text and
+    how many user messages before it said the same (a chat store keeps no message ids)."""
+    found: dict[int, str] = {}
+    said: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if message.role != MessageRole.USER:
+            continue
+        digest = hashlib.sha256(text_of(message).encode("utf-8", "replace")).hexdigest()[:32]
+        said[digest] = said.get(digest, 0) + 1
+        found[index] = f"{digest}:{said[digest]}"
+    return found
 
 
 def last_user_index(messages: list[ChatMessage]) -> int | None:

@@ -127,7 +127,13 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
     # -- reading, for this block and for KorelyMemory ---------------------------------
 
     async def read(
-        self, query: str | None, budget: int, *, marking: bool, renew: str | None = None
+        self,
+        query: str | None,
+        budget: int,
+        *,
+        marking: bool,
+        renew: str | None = None,
+        **noting: Any,
     ) -> ContextBlock | None:
         """The engine's block for ``query`` in ``budget`` tokens; None when it shows nothing.
 
@@ -139,6 +145,8 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
                 someone): nothing is marked, held or told.
             renew: The receipt of the turn's block before, read again after the agent
                 wrote: the changes it holds are told again.
+            **noting: ``conversation``, ``anchor`` and ``present``, for a note (the
+                ``"notes"`` placement): see ``MemoryEngine.get_context``.
         """
         if budget < MIN_BUDGET:
             return None
@@ -151,7 +159,10 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
             changes=self.changes,
             hold=self.hold if held else None,
             renew=renew if held else None,
+            **noting,
         )
+        if noting:  # a note is kept, even one with nothing new: what it showed is known
+            return block
         return block if shows_something(block) else None
 
     def show(

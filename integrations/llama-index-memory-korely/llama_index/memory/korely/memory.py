@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal, cast
 
-from llama_index.core.base.llms.types import CacheControl, ChatMessage
+from llama_index.core.base.llms.types import CacheControl, ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import Memory
 from llama_index.core.memory.memory import (
@@ -15,19 +15,19 @@ from llama_index.core.memory.memory import (
 )
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
-from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine, limits
+from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine, Note, limits
 from korely_memory.capture import DEFAULT_DELAY, CaptureControls, Captures, Extractor, check_capture
 from korely_memory.framing import FRAME_TAGS
 from korely_memory.limits import MIN_BUDGET
 
 from ._acknowledge import settle, spend
-from ._budget import DEFAULT_BLOCK_NAME, block_room, engine_tokenizer, frame_cost
+from ._budget import DEFAULT_BLOCK_NAME, block_room, engine_tokenizer, frame, frame_cost
 from ._capturing import Said
-from ._layout import PLACEMENTS, Parts, framed, neutralised, place
-from ._turns import Conversation, is_answer, last_user_index, text_of
+from ._layout import PLACEMENTS, Parts, framed, neutralised, place, with_notes
+from ._turns import Conversation, anchors, is_answer, last_user_index, text_of
 from .block import DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, shows_something
 
-Placement = Literal["system", "context"]
+Placement = Literal["system", "context", "notes"]
 DEFAULT_PLACEMENT: Placement = "context"
 DEFAULT_CHAT_HISTORY_TOKEN_RATIO: float = Memory.model_fields["chat_history_token_ratio"].default
 _FRAMES = 2  # the stable note and the rest are framed apart
@@ -57,7 +57,7 @@ class KorelyMemory(CaptureControls, Memory):
 
     placement: Placement = Field(
         default=DEFAULT_PLACEMENT,
-        description='Where the block\'s changing part goes: "system" or "context".',
+        description='Where the block\'s changing part goes: "system", "context" or "notes".',
     )
     cache_control: CacheControl | None = Field(
         default=None,
@@ -108,7 +108,10 @@ class KorelyMemory(CaptureControls, Memory):
                 them: True (10 minutes), seconds, a ``timedelta``; None or False spends
                 them at the read, as a read without a hold does.
             placement: ``"context"`` (the default) puts the block's changing part in the
-                latest user message, ``"system"`` in a system message before the history.
+                latest user message, ``"system"`` in a system message before the history;
+                ``"notes"`` as ``"context"``, but each turn's part holds only what the
+                conversation (its ``session_id``) has not been shown, and earlier turns' parts
+                stay at their user messages.
             cache_control: Mark the stable note cacheable (a ``CachePoint`` after it), for
                 providers with explicit cache markers.
             keep_flushed: Keep what ``Memory`` flushes from its chat history as memories of
@@ -150,7 +153,9 @@ class KorelyMemory(CaptureControls, Memory):
         if token_budget is not None:
             limits.check_token_budget(token_budget)
         if placement not in PLACEMENTS:
-            raise InvalidRequest("placement", f'must be "system" or "context", not {placement!r}')
+            raise InvalidRequest(
+                "placement", f'must be "system", "context" or "notes", not {placement!r}'
+            )
         if memory_kwargs.get("insert_method", InsertMethod.SYSTEM) != InsertMethod.SYSTEM:
             raise InvalidRequest(
                 "insert_method", "KorelyMemory places its block by placement=, not insert_method"
@@ -302,10 +307,12 @@ class KorelyMemory(CaptureControls, Memory):
         korely = self.korely_block
         history = await self.sql_store.get_messages(self.session_id, status=MessageStatus.ACTIVE)
         messages = await self._with_other_blocks(history, input, **block_kwargs)
+        anchored = anchors(messages)
         messages = neutralised(messages, (*FRAME_TAGS, korely.name))
         room = self.token_limit - sum(self._estimate_token_count(m) for m in messages)
         question = None if input is None else text_of(input)
         turn = self._conversation.locate(history, question)
+        noting = self.placement == "notes" and turn is not None and turn.stored and anchored
         short = self._read_budget(room) < MIN_BUDGET
         if turn is None:
             # Nobody waits for an answer (a stored conversation being shown): no notices.
@@ -316,22 +323,35 @@ class KorelyMemory(CaptureControls, Memory):
             if short or left_out:
                 korely.crowded(self._read_budget(room), self.token_limit)
             return place(messages, shown[1]) if shown else messages
-        if turn is not self._conversation.turn and self._conversation.start(turn):
-            turn.block = await korely.read(turn.user, self._read_budget(room), marking=True)
+        starts = turn is not self._conversation.turn and self._conversation.start(turn)
+        options: dict[str, Any] = {}
+        if noting and (starts or turn.stale):
+            turn.notes, options = await self._noting(anchored)
+        frames: dict[int, list[TextBlock]] = {}
+        if noting:
+            frames = self._earlier(turn.notes, anchored)
+            room -= sum(self._estimate_token_count(b.text) for f in frames.values() for b in f)
+        if starts:
+            turn.block = await korely.read(
+                turn.user, self._read_budget(room), marking=True, **options
+            )
             turn.crowded = False
         elif turn.stale:
             turn.stale = False
             held = turn.block.receipt if turn.block is not None else None
             turn.block = await korely.read(
-                turn.user, self._read_budget(room), marking=True, renew=held
+                turn.user, self._read_budget(room), marking=True, renew=held, **options
             )
             turn.crowded = False
+        messages = with_notes(messages, frames)
         within, left_out = self._within(turn.block, room, user_message=turn.stored)
         if (short or left_out) and not turn.crowded:
             # Counted once per read: the turn's later model calls are served the same block.
             turn.crowded = True
             korely.crowded(self._read_budget(room), self.token_limit)
         if within is None:
+            if noting and turn.block is not None:  # nothing new: the stable note stays in place
+                return place(messages, self._parts(turn.block, user_message=True))
             return messages
         variant, parts = within
         korely.show(turn, variant, parts.needle, parts.carrier, deferred=True)
@@ -358,20 +378,51 @@ class KorelyMemory(CaptureControls, Memory):
             if variant is None or not shows_something(variant):
                 # Left out for room only when it had something to show.
                 return None, variant is not block
-            parts = framed(
-                self.memory_blocks_template,
-                self.korely_block.name,
-                variant,
-                self.cache_control,
-                placement=self.placement,
-                user_message=user_message,
-            )
+            parts = self._parts(variant, user_message=user_message)
             cost = self._estimate_token_count([*parts.stable, *parts.system, *parts.user])
             if cost <= room:
                 return (variant, parts), False
             assert block is not None
             variant = block.fit(variant.tokens - (cost - room))
         return None, True
+
+    def _parts(self, block: ContextBlock, *, user_message: bool) -> Parts:
+        return framed(
+            self.memory_blocks_template,
+            self.korely_block.name,
+            block,
+            self.cache_control,
+            placement=self.placement,
+            user_message=user_message,
+        )
+
+    async def _noting(self, anchored: dict[int, str]) -> tuple[tuple[Note, ...], dict[str, Any]]:
+        """The conversation's earlier notes whose messages are in the history, and the read's
+        options for the turn's note (attached to the latest user message)."""
+        korely = self.korely_block
+        current = anchored[max(anchored)]
+        kept = await korely.engine.anotes(korely.identity, self.session_id)
+        there = set(anchored.values())
+        earlier = tuple(n for n in kept if n.anchor in there and n.anchor != current)
+        options = {
+            "conversation": self.session_id,
+            "anchor": current,
+            "present": [n.seq for n in earlier],
+        }
+        return earlier, options
+
+    def _earlier(
+        self, notes: tuple[Note, ...], anchored: dict[int, str]
+    ) -> dict[int, list[TextBlock]]:
+        """The earlier notes with something to show, framed, by the index of their message."""
+        korely = self.korely_block
+        texts = {n.anchor: n.text for n in notes if n.text}
+        current = max(anchored)
+        return {
+            index: frame(self.memory_blocks_template, korely.name, texts[anchor])
+            for index, anchor in anchored.items()
+            if index != current and anchor in texts
+        }
 
     async def _with_other_blocks(
         self, history: list[ChatMessage], input: str | ChatMessage | None, **block_kwargs: Any
