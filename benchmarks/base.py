@@ -39,6 +39,7 @@ class Sizes:
     long_memory_warm: int = 500
     concurrency: int = 8  # threads, and processes
     concurrency_seconds: float = 5.0
+    placements: tuple[str, ...] = ("system", "context", "notes")
 
 
 SMOKE = Sizes(
@@ -62,6 +63,7 @@ SMOKE = Sizes(
     long_memory_warm=5,
     concurrency=2,
     concurrency_seconds=0.3,
+    placements=("notes",),
 )
 
 

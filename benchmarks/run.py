@@ -26,7 +26,7 @@ from collections.abc import Callable
 from korely_memory import Identity, MemoryEngine
 from korely_memory._tokens import TokenCounter
 
-from . import concurrency, long_memories, peers, relevance
+from . import concurrency, long_memories, peers, placement, relevance
 from . import workloads as w
 from .base import PEER, SMOKE, Databases, Sizes, Table, in_turns
 from .data import QUERY, items, load, others, person
@@ -203,6 +203,7 @@ WORKLOADS = {
     "relevance": relevance.relevance,
     "memories": long_memories.memories,
     "concurrency": concurrency.concurrency,
+    "placement": placement.placement,
 }
 
 

