@@ -194,9 +194,28 @@ def with_notes(
     )
     if latest is not None and block.volatile:
         messages[latest] = _framed(messages[latest], block.volatile)
+    if cache_marker is not None and latest:  # the end of what the previous call sent
+        messages[latest - 1] = _marked(messages[latest - 1], cache_marker)
     frame = messages[latest] if latest is not None and block.volatile else None
     placed = request.override(system_message=system, messages=messages)
     return placed, Placed(tuple(messages), frame, block.volatile if frame is not None else "")
+
+
+def _marked(message: AnyMessage, cache_marker: Mapping[str, Any]) -> AnyMessage:
+    """`message` with `cache_marker` on its last text block (a system message, which holds the
+    stable note's marker already, is left as it is)."""
+    if isinstance(message, SystemMessage):
+        return message
+    content = message.content
+    blocks: list[Any] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else [*content]
+    )
+    for index in range(len(blocks) - 1, -1, -1):
+        part = blocks[index]
+        if isinstance(part, dict) and part.get("type") == "text" and part.get("text"):
+            blocks[index] = {**part, **cache_marker}
+            return message.model_copy(update={"content": blocks})
+    return message
 
 
 def scope_line(who: Identity) -> str:

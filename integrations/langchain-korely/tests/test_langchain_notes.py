@@ -171,3 +171,38 @@ def test_placement_notes_is_checked_at_construction(engine: MemoryEngine) -> Non
     with pytest.raises(InvalidRequest, match="'system', 'context' or 'notes'") as refused:
         KorelyMiddleware(engine, placement="note")  # type: ignore[arg-type]
     assert refused.value.field == "placement"
+
+
+def test_an_erased_fact_leaves_the_earlier_note_and_the_prompt(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "health", "Giulia is allergic to peanuts")
+    model = ScriptedChatModel(replies=["Noted.", "Sure."])
+    agent = agent_with(model, engine, placement="notes", checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "erased"}}
+    agent.invoke({"messages": [("user", "Any allergy?")]}, config=config, context=giulia)
+    assert "peanuts" in "\n".join(m.text for m in model.received[0])
+    engine.forget(giulia, "health", erase=True)
+    agent.invoke({"messages": [("user", "What else?")]}, config=config, context=giulia)
+    second = "\n".join(m.text for m in model.received[1])
+    assert "peanuts" not in second and "- (erased)" in second
+
+
+def test_a_cache_marker_ends_the_stable_note_and_what_the_previous_call_sent(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Milan")
+    marker = {"cache_control": {"type": "ephemeral"}}
+    model = ScriptedChatModel(replies=["One.", "Two."])
+    agent = agent_with(
+        model, engine, placement="notes", checkpointer=InMemorySaver(), cache_marker=marker
+    )
+    config = {"configurable": {"thread_id": "marked"}}
+    for said in ("Where do I live?", "And now?"):
+        agent.invoke({"messages": [("user", said)]}, config=config, context=giulia)
+    system, first_user, answer, latest = model.received[1]
+    assert any(b.get("cache_control") for b in system.content if isinstance(b, dict))
+    assert isinstance(answer.content, list) and answer.content[-1] == {
+        "type": "text", "text": "One.", **marker,
+    }  # fmt: skip
+    assert isinstance(first_user.content, str) and isinstance(latest.content, str)

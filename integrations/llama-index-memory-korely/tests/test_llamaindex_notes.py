@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
-from llama_index.core.base.llms.types import ChatMessage, TextBlock
+from llama_index.core.base.llms.types import CacheControl, CachePoint, ChatMessage, TextBlock
 from llama_index.core.chat_engine import SimpleChatEngine
 
 from benchmarks import placement as bench
@@ -177,3 +177,20 @@ def test_notes_stay_out_of_the_chat_history(engine: MemoryEngine, giulia: Identi
     memory.put(ChatMessage(role="user", content="Where do I live?"))
     assert "Giulia lives in Milan" in "\n".join(m.content or "" for m in memory.get())
     assert all("Milan" not in (m.content or "") for m in memory.get_all())
+
+
+async def test_a_cache_point_ends_the_stable_note_and_what_the_previous_call_sent(
+    engine: MemoryEngine, giulia: Identity, script
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Milan")
+    mark = CacheControl(type="ephemeral")
+    memory = KorelyMemory.from_defaults(engine, giulia, placement="notes", cache_control=mark)
+    llm = script.llm(script.say("One."), script.say("Two."))
+    agent = FunctionAgent(llm=llm, tools=[], system_prompt="You are a support agent.")
+    for said in ("Where do I live?", "And now?"):
+        await agent.run(user_msg=said, memory=memory)
+    prompt = llm.received[1]
+    latest = max(i for i, m in enumerate(prompt) if m.role.value == "user")
+    assert isinstance(prompt[latest - 1].blocks[-1], CachePoint)
+    assert prompt[latest - 1].role.value == "assistant"
+    assert sum(isinstance(b, CachePoint) for m in prompt for b in m.blocks) == 2

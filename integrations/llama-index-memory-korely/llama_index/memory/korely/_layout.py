@@ -136,6 +136,24 @@ def with_notes(
     return result
 
 
+def marked_before_latest(
+    messages: list[ChatMessage], cache_control: CacheControl | None
+) -> list[ChatMessage]:
+    """With ``cache_control``, ``messages`` with a ``CachePoint`` at the end of the message before
+    the latest user message (a user or assistant message): the end of what the previous call
+    sent, with ``"notes"``."""
+    latest = last_user_index(messages)
+    if cache_control is None or not latest:
+        return messages
+    before = messages[latest - 1]
+    if before.role not in (MessageRole.USER, MessageRole.ASSISTANT):
+        return messages
+    result = list(messages)
+    point = CachePoint(cache_control=cache_control)
+    result[latest - 1] = _with_blocks(before, [*before.blocks, point])
+    return result
+
+
 def neutralised(messages: list[ChatMessage], tags: Sequence[str]) -> list[ChatMessage]:
     """The messages as the LLM may read them: what a user wrote or a tool returned cannot open,
     close or imitate the block's frame (``korely_memory.framing``). A message with nothing to

@@ -23,7 +23,15 @@ from korely_memory.limits import MIN_BUDGET
 from ._acknowledge import settle, spend
 from ._budget import DEFAULT_BLOCK_NAME, block_room, engine_tokenizer, frame, frame_cost
 from ._capturing import Said
-from ._layout import PLACEMENTS, Parts, framed, neutralised, place, with_notes
+from ._layout import (
+    PLACEMENTS,
+    Parts,
+    framed,
+    marked_before_latest,
+    neutralised,
+    place,
+    with_notes,
+)
 from ._turns import Conversation, anchors, is_answer, last_user_index, text_of
 from .block import DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, shows_something
 
@@ -351,11 +359,13 @@ class KorelyMemory(CaptureControls, Memory):
             korely.crowded(self._read_budget(room), self.token_limit)
         if within is None:
             if noting and turn.block is not None:  # nothing new: the stable note stays in place
-                return place(messages, self._parts(turn.block, user_message=True))
+                parts = self._parts(turn.block, user_message=True)
+                return marked_before_latest(place(messages, parts), self.cache_control)
             return messages
         variant, parts = within
         korely.show(turn, variant, parts.needle, parts.carrier, deferred=True)
-        return place(messages, parts)
+        placed = place(messages, parts)
+        return marked_before_latest(placed, self.cache_control) if noting else placed
 
     def _read_budget(self, room: int) -> int:
         if self._frames is None:
