@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _versions
+from . import _database, _versions
 from ._identity import EndCause, Identity, Scope
 from ._schema import facts, memories, notes
 from ._types import CHANGED, KNOWN, MEMORIES, Change, ContextBlock, Fact, Memory, Note
@@ -146,6 +146,15 @@ def lines_of(block: ContextBlock) -> list[tuple[list[str], str]]:
     return found
 
 
+def lock(conn: Connection, who: Identity, conversation: str) -> None:
+    """Taken first by a transaction that writes a note: the person's lock (shared, so their
+    erasure waits), then the conversation's, alone: one note of a conversation is decided at a
+    time, from the notes before it (two reads at once would each show what the other shows)."""
+    _versions.lock_person(conn, who.account, who.user)
+    key = ("notes", who.account, _versions.owner_key(who.user), who.agent, conversation)
+    _database.lock_all(conn, [key], shared=False)
+
+
 def keep(
     conn: Connection,
     who: Identity,
@@ -155,27 +164,23 @@ def keep(
     now: dt.datetime,
 ) -> Note:
     """Keep ``block`` (a note) as the conversation's note for ``anchor``: in the place of the
-    note kept for that anchor before, or after the last one.
+    note kept for that anchor before, or after the last one. Under ``lock``.
 
     Taken with the versions and memories it shows held (``FOR SHARE`` on PostgreSQL), so an
     erasure of one of them waits for this note and then redacts it; one erased since the
     block was read is redacted here."""
-    _versions.lock_person(conn, who.account, who.user)
+    dialect = conn.dialect.name
     fact_ids = sorted({f.id for f in block.facts} | _change_ids(block.changed))
     memory_ids = sorted(m.id for m in block.memories)
     gone: set[str] = set()
     if fact_ids:
-        held = conn.execute(
-            sa.select(facts.c.id, facts.c.content)
-            .where(facts.c.id.in_(fact_ids))
-            .with_for_update(read=True)
-        ).all()
+        shown = sa.select(facts.c.id, facts.c.content).where(facts.c.id.in_(fact_ids))
+        held = conn.execute(_database.lock_rows(shown, dialect)).all()
         alive = {i for i, content in held if content}
         gone |= {f"f{i}" for i in fact_ids if i not in alive}
     if memory_ids:
-        held_memories = conn.execute(
-            sa.select(memories.c.id).where(memories.c.id.in_(memory_ids)).with_for_update(read=True)
-        ).scalars()
+        quoted = sa.select(memories.c.id).where(memories.c.id.in_(memory_ids))
+        held_memories = conn.execute(_database.lock_rows(quoted, dialect)).scalars()
         alive = set(held_memories)
         gone |= {f"m{i}" for i in memory_ids if i not in alive}
     lines = [(ids, REDACTED if gone.intersection(ids) else line) for ids, line in lines_of(block)]

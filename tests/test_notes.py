@@ -255,3 +255,37 @@ def test_a_bad_conversation_argument_is_refused_and_writes_nothing(
         engine.get_context(giulia, "home", **kwargs)  # type: ignore[arg-type]
     assert refused.value.field == field
     assert snapshot(engine) == before
+
+
+def test_two_processes_noting_one_conversation_at_once_each_get_a_place(
+    engine: MemoryEngine, db_url: str, giulia: Identity
+) -> None:
+    """Each turn of one conversation read at the same time by two engines: no read fails, and
+    every note has a place of its own."""
+    import threading
+
+    cities(engine, giulia, 6)
+    failures: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def turns(name: str) -> None:
+        try:
+            with MemoryEngine(db_url) as own:
+                start.wait()
+                for n in range(10):
+                    own.get_context(giulia, "cities", conversation="t", anchor=f"{name}{n}")
+        except BaseException as failed:  # reported below
+            failures.append(failed)
+
+    threads = [threading.Thread(target=turns, args=(name,)) for name in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    kept = engine.notes(giulia, "t")
+    assert [n.seq for n in kept] == list(range(1, 21))
+    assert sorted(n.anchor or "" for n in kept) == sorted(
+        f"{a}{n}" for a in "ab" for n in range(10)
+    )
+    assert sum(len(n.facts) for n in kept) == 6  # each fact shown once in the conversation

@@ -179,6 +179,7 @@ class ContextMethods(EngineCore):
         who = request.who
 
         def work(conn: Connection) -> ContextBlock:
+            _notes.lock(conn, who, conversation)
             earlier = _notes.read(conn, who, conversation)
             kept = [
                 n

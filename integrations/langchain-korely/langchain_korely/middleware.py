@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Optional
@@ -432,10 +433,15 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         return self._kept(key, block, notes)
 
     def _conversation(self, key: TurnKey) -> str | None:
-        """The conversation whose notes the turn reads: its thread, with `"notes"`."""
+        """The conversation whose notes the turn reads: its thread, with `"notes"` (a digest of
+        it when it is no id the engine takes: empty, longer than 255 characters, or with a
+        control character)."""
         if self.placement != "notes" or key.thread is None:
             return None
-        return str(key.thread)[:255] or None
+        thread = str(key.thread)
+        if 0 < len(thread) <= 255 and thread.isprintable():
+            return thread
+        return "sha256:" + hashlib.sha256(thread.encode("utf-8", "replace")).hexdigest()
 
     @staticmethod
     def _noting(

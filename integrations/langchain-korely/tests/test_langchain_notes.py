@@ -206,3 +206,16 @@ def test_a_cache_marker_ends_the_stable_note_and_what_the_previous_call_sent(
         "type": "text", "text": "One.", **marker,
     }  # fmt: skip
     assert isinstance(first_user.content, str) and isinstance(latest.content, str)
+
+
+def test_a_thread_id_the_engine_would_refuse_keeps_notes_under_its_digest(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Milan")
+    model = ScriptedChatModel(replies=["One.", "Two."])
+    agent = agent_with(model, engine, placement="notes", checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "line\nbreak" + "x" * 300}}
+    for said in ("Where do I live?", "Again?"):
+        agent.invoke({"messages": [("user", said)]}, config=config, context=giulia)
+    second = "\n".join(m.text for m in model.received[1])
+    assert second.count("Giulia lives in Milan") == 1  # shown in the first note, kept
