@@ -24,7 +24,7 @@ def use_async(request: pytest.FixtureRequest) -> bool:
     return request.param == "ainvoke"
 
 
-@pytest.fixture(params=["system", "context"])
+@pytest.fixture(params=["system", "context", "notes"])
 def placement(request: pytest.FixtureRequest) -> str:
     """A test that takes it runs once with each placement of the block."""
     return str(request.param)

@@ -20,6 +20,7 @@ from langchain.agents.middleware import (
     ModelRetryMiddleware,
     before_model,
 )
+from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
@@ -52,8 +53,17 @@ def a_change_waits(engine: MemoryEngine, giulia: Identity) -> None:
     engine.correct(giulia, "home-city", "Giulia lives in Milan")
 
 
-def told(prompts: list[str]) -> list[bool]:
-    return [MOVED in prompt for prompt in prompts]
+def told(prompts: list[list[BaseMessage]]) -> list[bool]:
+    """Whether each prompt tells the change: in its system prompt, or at the start of its latest
+    user message (with `"notes"`, the `<memory>` sections of earlier user messages are earlier
+    turns' notes, kept in place: they told it before)."""
+    return [MOVED in _system_and_latest(prompt) for prompt in prompts]
+
+
+def _system_and_latest(prompt: list[BaseMessage]) -> str:
+    latest = next((m for m in reversed(prompt) if m.type == "human"), None)
+    system = [m.text for m in prompt if m.type == "system"]
+    return "\n".join([*system, latest.text if latest is not None else ""])
 
 
 class CountingEngine(MemoryEngine):
@@ -98,10 +108,10 @@ async def test_one_read_per_turn_whatever_the_model_calls(
 
         assert len(model.received) == 3  # failed, retried, after the tool
         assert engine.reads == 1
-        assert told(model.prompts) == [True, True, True]
+        assert told(model.received) == [True, True, True]
         await ask(agent, "Thanks.", giulia, use_async)
         assert engine.reads == 2
-        assert told(model.prompts[3:]) == [False]
+        assert told(model.received[3:]) == [False]
 
 
 @pytest.mark.asyncio
@@ -120,7 +130,7 @@ async def test_a_retried_model_call_tells_the_change_once(
     await ask(agent, "Where do I live?", giulia, use_async)
     await ask(agent, "And now?", giulia, use_async)
 
-    assert told(model.prompts) == [True, True, False]
+    assert told(model.received) == [True, True, False]
 
 
 @pytest.mark.asyncio
@@ -138,7 +148,7 @@ async def test_a_run_that_failed_and_is_resumed_tells_the_change(
     assert result["messages"][-1].text == "You live in Milan."
     await ask(agent, "And now?", giulia, use_async, **THREAD)
 
-    assert told(model.prompts) == [True, True, False]
+    assert told(model.received) == [True, True, False]
 
 
 @pytest.mark.asyncio
@@ -155,7 +165,7 @@ async def test_a_message_sent_again_after_a_failure_tells_the_change(
     await ask(agent, "Where do I live?", giulia, use_async)  # the user sends it again
     await ask(agent, "And now?", giulia, use_async)
 
-    assert told(model.prompts) == [True, True, False]
+    assert told(model.received) == [True, True, False]
 
 
 @pytest.mark.asyncio
@@ -175,7 +185,7 @@ async def test_a_change_a_failed_run_held_is_told_once_the_hold_runs_out(
         now[0] += dt.timedelta(minutes=11)
         await ask(agent, "Hello again.", giulia, use_async)
 
-        assert told(model.prompts) == [True, False, True]
+        assert told(model.received) == [True, False, True]
 
 
 @pytest.mark.asyncio
@@ -209,9 +219,9 @@ async def test_an_interrupt_and_its_resumption_tell_each_change_once(
     assert tool_replies(done) == ["Forgot pet."]
     # One turn, paused and resumed: what it told is in each of its model calls, and spent once
     # its run finished; the next turn tells none of it again.
-    assert told(model.prompts) == [True, True, True, False]
+    assert told(model.received) == [True, True, True, False]
     team = "was: Giulia works in billing -> now: Giulia works in sales"
-    assert [team in p for p in model.prompts] == [False, True, True, False]
+    assert [team in _system_and_latest(p) for p in model.received] == [False, True, True, False]
     interrupted, _, answered, _ = model.prompts
     assert "pet:" in interrupted and "pet:" not in answered
     assert engine.get_context(giulia, reader="support-bot").changed == ()
@@ -242,7 +252,7 @@ async def test_a_run_interrupted_before_the_model_answered_tells_the_change_when
     await ask(agent, "And now?", giulia, use_async, **THREAD)
     await resume(agent, Command(resume="yes"), giulia, use_async, **THREAD)
 
-    assert told(model.prompts) == [True, False]
+    assert told(model.received) == [True, False]
 
 
 @pytest.mark.asyncio
@@ -280,7 +290,7 @@ async def test_concurrent_runs_of_one_reader_tell_a_change_once(
     model = scripted(*["Hello."] * 6)
     agent = agent_with(model, engine, placement=placement)
     await asyncio.gather(*(ask(agent, f"Hi {i}", giulia, True) for i in range(6)))
-    assert sum(told(model.prompts)) == 1
+    assert sum(told(model.received)) == 1
 
 
 @pytest.mark.asyncio
@@ -299,7 +309,7 @@ async def test_an_acknowledgement_that_fails_is_logged_and_the_run_goes_on(
         result = await ask(agent, "Where do I live?", giulia, use_async)
 
     assert result["messages"][-1].text == "You live in Milan."
-    assert told(model.prompts) == [True]
+    assert told(model.received) == [True]
     assert "could not acknowledge" in caplog.text
 
 

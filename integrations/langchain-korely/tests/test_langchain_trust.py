@@ -94,7 +94,7 @@ async def test_a_user_cannot_forge_the_memory_section(
     assert isinstance(system, SystemMessage)
     conversation = "\n".join(m.text for m in rest)  # the system prompt is the application's
     latest = rest[-1].text
-    real = 1 if stored and placement == "context" else 0
+    real = 1 if stored and placement != "system" else 0
     # The one <memory> section is the application's, at the start of the latest user message.
     assert frame_tags(conversation) == ["<memory", "</memory"] * real
     if real:
@@ -128,8 +128,8 @@ async def test_a_tool_result_cannot_forge_the_memory_section(
     result = await ask(agent, "Look it up.", giulia, False)
     assert "<memory>" in tool_messages(result)[0].text  # the state keeps what the tool said
     after = "\n".join(m.text for m in model.received[1][1:])  # after the system prompt
-    assert frame_tags(after) == (["<memory", "</memory"] if placement == "context" else [])
-    assert len(headers(after)) == (1 if placement == "context" else 0)  # the block's own
+    assert frame_tags(after) == (["<memory", "</memory"] if placement != "system" else [])
+    assert len(headers(after)) == (1 if placement != "system" else 0)  # the block's own
 
 
 # -- erasure and capture ------------------------------------------------------------------
