@@ -262,6 +262,8 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
     """
     read_from_it = facts.c.source_memory_id == memory.id
     personal = sa.and_(read_from_it, sa.text(personal_row("korely_facts")))
+    # Read before the memory goes: its deletion clears the links (ON DELETE SET NULL).
+    read_ids = conn.execute(sa.select(facts.c.id).where(personal)).scalars().all()
     # One that expired meanwhile ended then, as expired: forgetting the memory does not move it.
     _versions.end_expired(conn, _versions.versions_where(conn, personal), now)
     ended = _versions.end_versions(conn, personal, cause=EndCause.FORGOTTEN, now=now)
@@ -269,6 +271,5 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
     forget_vectors(conn, [memory.content])
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == memory.id))
     conn.execute(memories.delete().where(memories.c.id == memory.id))  # links go with it
-    read_ids = conn.execute(sa.select(facts.c.id).where(personal)).scalars().all()
     _notes.redact(conn, memory.account, read_ids, [memory.id])
     return len(ended)

@@ -4,9 +4,11 @@ A read with ``conversation=`` shows only what that conversation has not been
 shown (``noted``): the facts of the whole block that no earlier note still in
 the prompt shows, a fact shown there in an older version as a change, the
 memories not shown, and the changes due. The note is kept with the ids of what
-it shows and each of its lines, so that an adapter can put it back where it
-was, byte for byte, and so that erasure finds the words it holds: a line
-showing an erased version or a forgotten memory is replaced by ``REDACTED``.
+it shows and where each of its lines shows which, so that an adapter can put it
+back where it was, byte for byte, and so that erasure finds the words it holds:
+a line showing an erased version or a forgotten memory is replaced by
+``REDACTED``. A turn read again (the agent wrote) adds a note to the same
+message: the notes of one message are put back together, in order.
 Notes are the person's data: erased with them, exported, and trimmed 90 days
 after the conversation's last note.
 """
@@ -24,6 +26,7 @@ from sqlalchemy.engine import Connection
 
 from . import _database, _versions
 from ._identity import EndCause, Identity, Scope
+from ._render import MAX_CHANGES
 from ._schema import facts, memories, notes
 from ._types import CHANGED, KNOWN, MEMORIES, Change, ContextBlock, Fact, Memory, Note
 
@@ -95,14 +98,17 @@ def shown(conn: Connection, kept: Sequence[Note]) -> Shown:
 
 def unshown(
     conn: Connection, block: ContextBlock, seen: Shown, *, derive: bool
-) -> tuple[list[Fact], list[Memory], list[Change]]:
+) -> tuple[list[Fact], list[Memory], list[Change], list[Change]]:
     """What of ``block`` (the whole block for this turn) the conversation has not been shown:
-    its facts, its memories, and the changes to tell. With ``derive`` (a read without a
+    its facts, its memories, the changes to tell (those a note still in the prompt told are
+    there already), and the changes derived from the notes. With ``derive`` (a read without a
     reader, whose changes no mark tells), a fact whose key the conversation was shown in an
-    older version is told as a change from that version."""
+    older version is told as a change from that version, as long as changes have room in a
+    block (``MAX_CHANGES``); past that it is shown as a fact."""
     told_now = {c.now.id for c in block.changed if c.now is not None}
     new_facts = [f for f in block.facts if f.id not in seen.facts and f.id not in told_now]
-    changes = list(block.changed)
+    changes = [c for c in block.changed if c.was.id not in seen.changed]
+    derived: list[Change] = []
     if derive:
         older = {
             _slot(f): f
@@ -112,19 +118,19 @@ def unshown(
         kept: list[Fact] = []
         for fact in new_facts:
             was = older.get(_slot(fact))
-            if was is None or was.id == fact.id:
+            if was is None or was.id == fact.id or len(changes) + len(derived) >= MAX_CHANGES:
                 kept.append(fact)
                 continue
             day = (was.ended_recorded_at or fact.recorded_at).date()
-            changes.append(Change(was, fact, day, was.end_cause or EndCause.CORRECTED))
+            derived.append(Change(was, fact, day, was.end_cause or EndCause.CORRECTED))
         new_facts = kept
     new_memories = [m for m in block.memories if m.id not in seen.memories]
-    return new_facts, new_memories, changes
+    return new_facts, new_memories, changes, derived
 
 
-def lines_of(block: ContextBlock) -> list[tuple[list[str], str]]:
-    """Each line of ``block.volatile`` with the ids it shows (``f<id>`` for versions,
-    ``m<id>`` for memories); headers and the omitted line show none."""
+def lines_of(block: ContextBlock) -> list[tuple[int, list[str]]]:
+    """The lines of ``block.volatile`` that show something, by their place among its lines,
+    with the ids they show (``f<id>`` for versions, ``m<id>`` for memories)."""
     items: dict[str, list[list[str]]] = {
         CHANGED: [
             [f"f{c.was.id}", *([f"f{c.now.id}"] if c.now is not None else [])]
@@ -133,17 +139,24 @@ def lines_of(block: ContextBlock) -> list[tuple[list[str], str]]:
         KNOWN: [[f"f{f.id}"] for f in block.facts],
         MEMORIES: [[f"m{m.id}"] for m in block.memories],
     }
-    found: list[tuple[list[str], str]] = []
+    found: list[tuple[int, list[str]]] = []
     waiting: list[list[str]] = []
-    for line in block.volatile.split("\n"):
+    for index, line in enumerate(block.volatile.split("\n")):
         if line in items:
             waiting = list(items[line])
-            found.append(([], line))
         elif line and waiting:
-            found.append((waiting.pop(0), line))
-        else:
-            found.append(([], line))
+            found.append((index, waiting.pop(0)))
     return found
+
+
+def _redacted(text: str, lines: list[tuple[int, list[str]]], gone: set[str]) -> str:
+    """``text`` with each of ``lines`` that shows one of ``gone`` replaced by ``REDACTED``."""
+    doomed = {index for index, ids in lines if gone.intersection(ids)}
+    if not doomed:
+        return text
+    return "\n".join(
+        REDACTED if index in doomed else line for index, line in enumerate(text.split("\n"))
+    )
 
 
 def lock(conn: Connection, who: Identity, conversation: str) -> None:
@@ -163,8 +176,8 @@ def keep(
     block: ContextBlock,
     now: dt.datetime,
 ) -> Note:
-    """Keep ``block`` (a note) as the conversation's note for ``anchor``: in the place of the
-    note kept for that anchor before, or after the last one. Under ``lock``.
+    """Keep ``block`` (a note) as the conversation's next note, attached to ``anchor``. Under
+    ``lock``.
 
     Taken with the versions and memories it shows held (``FOR SHARE`` on PostgreSQL), so an
     erasure of one of them waits for this note and then redacts it; one erased since the
@@ -183,37 +196,32 @@ def keep(
         held_memories = conn.execute(_database.lock_rows(quoted, dialect)).scalars()
         alive = set(held_memories)
         gone |= {f"m{i}" for i in memory_ids if i not in alive}
-    lines = [(ids, REDACTED if gone.intersection(ids) else line) for ids, line in lines_of(block)]
-    text = "\n".join(line for _, line in lines)
+    lines = lines_of(block)
+    text = _redacted(block.volatile, lines, gone)
     shown_ids = sorted({f.id for f in block.facts} | {c.now.id for c in block.changed if c.now})
     changed_ids = sorted(c.was.id for c in block.changed)
     items = {
         "facts": shown_ids,
         "memories": memory_ids,
         "changed": changed_ids,
-        "lines": [[ids, line] for ids, line in lines if ids],
+        "lines": [[index, ids] for index, ids in lines],
     }
     where = _where(who, conversation)
-    seq = None
-    if anchor is not None:
-        seq = conn.execute(sa.select(notes.c.seq).where(where, notes.c.anchor == anchor)).scalar()
-    values = {"created_at": now, "items": json.dumps(items), "text": text}
-    if seq is None:
-        last = conn.execute(sa.select(sa.func.max(notes.c.seq)).where(where)).scalar()
-        seq = (last or 0) + 1
-        conn.execute(
-            notes.insert().values(
-                account=who.account,
-                owner_key=_versions.owner_key(who.user),
-                agent=who.agent,
-                conversation=conversation,
-                seq=seq,
-                anchor=anchor,
-                **values,
-            )
+    last = conn.execute(sa.select(sa.func.max(notes.c.seq)).where(where)).scalar()
+    seq = (last or 0) + 1
+    conn.execute(
+        notes.insert().values(
+            account=who.account,
+            owner_key=_versions.owner_key(who.user),
+            agent=who.agent,
+            conversation=conversation,
+            seq=seq,
+            anchor=anchor,
+            created_at=now,
+            items=json.dumps(items),
+            text=text,
         )
-    else:
-        conn.execute(notes.update().where(where, notes.c.seq == seq).values(**values))
+    )
     return Note(
         conversation=conversation,
         agent=who.agent,
@@ -231,6 +239,10 @@ def _change_ids(changes: Iterable[Change]) -> set[int]:
     return {i for c in changes for i in (c.was.id, c.now.id if c.now else None) if i is not None}
 
 
+_CHUNK = 100
+"""Ids looked for per statement (each is a ``LIKE``: SQLite limits an expression's depth)."""
+
+
 def redact(
     conn: Connection,
     account: str,
@@ -239,36 +251,32 @@ def redact(
 ) -> int:
     """Replace every line of the account's notes that shows one of these versions or memories
     by ``REDACTED`` (their words are being erased). Returns how many notes changed."""
-    names = [f"f{i}" for i in fact_ids] + [f"m{i}" for i in memory_ids]
-    if not names:
-        return 0
-    holding = sa.or_(*(notes.c["items"].contains(json.dumps(n)) for n in names))
-    rows = conn.execute(sa.select(notes).where(notes.c.account == account, holding)).all()
+    names = [f"f{i}" for i in sorted(set(fact_ids))] + [f"m{i}" for i in sorted(set(memory_ids))]
+    found: dict[tuple[str, str, str, int], Any] = {}
+    for start in range(0, len(names), _CHUNK):
+        chunk = names[start : start + _CHUNK]
+        holding = sa.or_(*(notes.c["items"].contains(json.dumps(n)) for n in chunk))
+        for row in conn.execute(sa.select(notes).where(notes.c.account == account, holding)):
+            m = row._mapping
+            found[(m["owner_key"], m["agent"], m["conversation"], m["seq"])] = m
     doomed = set(names)
     changed = 0
-    for row in rows:
-        m = row._mapping
-        items = json.loads(m["items"])
-        text: str = m["text"]
-        kept_lines = []
-        for ids, line in items["lines"]:
-            if doomed.intersection(ids):
-                # The line's own text, where it stands: between line breaks.
-                text = "\n".join(REDACTED if x == line else x for x in text.split("\n"))
-                line = REDACTED
-            kept_lines.append([ids, line])
-        items["lines"] = kept_lines
+    for (owner_key, agent, conversation, seq), m in found.items():
+        lines = [(index, ids) for index, ids in json.loads(m["items"])["lines"]]
+        text = _redacted(m["text"], lines, doomed)
+        if text == m["text"]:
+            continue
         changed += 1
         conn.execute(
             notes.update()
             .where(
-                notes.c.account == m["account"],
-                notes.c.owner_key == m["owner_key"],
-                notes.c.agent == m["agent"],
-                notes.c.conversation == m["conversation"],
-                notes.c.seq == m["seq"],
+                notes.c.account == account,
+                notes.c.owner_key == owner_key,
+                notes.c.agent == agent,
+                notes.c.conversation == conversation,
+                notes.c.seq == seq,
             )
-            .values(text=text, items=json.dumps(items))
+            .values(text=text)
         )
     return changed
 

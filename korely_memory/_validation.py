@@ -85,11 +85,11 @@ def seqs(field: str, value: Any) -> frozenset[int] | None:
         return None
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise InvalidRequest(field, f"must be a collection of integers, not {value!r:.40}")
-    found = frozenset(value)
-    for item in found:
+    items = list(value)
+    for item in items:
         if isinstance(item, bool) or not isinstance(item, int) or not 0 < item < 2**31:
             raise InvalidRequest(field, f"must hold integers from 1 to 2**31 - 1, got {item!r:.40}")
-    return found
+    return frozenset(items)
 
 
 def identity(who: Any, field: str = "who") -> Identity:

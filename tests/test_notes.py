@@ -55,7 +55,7 @@ def test_a_note_shows_only_what_the_conversation_was_not_shown(
     assert other.volatile == engine.get_context(giulia, query).volatile
 
 
-def test_earlier_notes_are_kept_byte_for_byte_and_a_turn_read_again_replaces_its_own(
+def test_earlier_notes_are_kept_byte_for_byte_and_a_turn_read_again_adds_to_its_message(
     engine: MemoryEngine, giulia: Identity
 ) -> None:
     cities(engine, giulia, 4)
@@ -68,13 +68,14 @@ def test_earlier_notes_are_kept_byte_for_byte_and_a_turn_read_again_replaces_its
     assert [n.text for n in engine.notes(giulia, "t")] == texts
     assert [n.anchor for n in engine.notes(giulia, "t")] == ["m1", "m2", "m3"]
 
-    # The third turn read again (its agent wrote meanwhile): its note is replaced, in its place.
+    # The third turn read again (its agent wrote meanwhile): a note for the same message, with
+    # only what is new; the notes before stay as they were.
     engine.remember(giulia, "hobby-4", "Giulia took up hobby 4 this year")
-    again = engine.get_context(giulia, "hobby 3", conversation="t", anchor="m3")
-    assert again.note is not None and again.note.seq == 3
-    assert "hobby 3" in again.volatile and "hobby 4" in again.volatile
+    again = engine.get_context(giulia, "hobby 3 hobby 4", conversation="t", anchor="m3")
+    assert again.note is not None and (again.note.seq, again.note.anchor) == (4, "m3")
+    assert "hobby 4" in again.volatile and "hobby 3" not in again.volatile
     kept = engine.notes(giulia, "t")
-    assert [n.text for n in kept] == [*texts[:2], again.note.text]
+    assert [n.text for n in kept] == [*texts, again.note.text]
 
 
 def test_what_a_note_no_longer_in_the_prompt_showed_is_shown_again(
@@ -240,6 +241,8 @@ def test_notes_are_the_person_s_data_erased_exported_and_trimmed(
         ({"present": [1]}, "conversation"),
         ({"conversation": "t", "present": [0]}, "present"),
         ({"conversation": "t", "present": "1"}, "present"),
+        ({"conversation": "t", "present": [[1]]}, "present"),
+        ({"conversation": "t", "present": [{}]}, "present"),
         (
             {"conversation": "t", "as_of": dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)},
             "conversation",
@@ -289,3 +292,88 @@ def test_two_processes_noting_one_conversation_at_once_each_get_a_place(
         f"{a}{n}" for a in "ab" for n in range(10)
     )
     assert sum(len(n.facts) for n in kept) == 6  # each fact shown once in the conversation
+
+
+def test_a_change_told_in_a_turn_stays_told_when_the_turn_is_read_again(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    """With a reader and no hold the change is spent by the read that told it; the turn read
+    again keeps it in the prompt (its first note stays) and does not tell it twice."""
+    engine.remember(giulia, "home", "Giulia lives in Rome")
+    engine.get_context(giulia, "home", reader="bot", conversation="t", anchor="1")
+    engine.correct(giulia, "home", "Giulia lives in Milan")
+    first = engine.get_context(giulia, "home", reader="bot", conversation="t", anchor="2")
+    assert "was: Giulia lives in Rome -> now: Giulia lives in Milan" in first.volatile
+    engine.remember(giulia, "pet", "Giulia has a cat")
+    again = engine.get_context(giulia, "home pet", reader="bot", conversation="t", anchor="2")
+    assert "cat" in again.volatile and "Milan" not in again.volatile
+    at_2 = [n.text for n in engine.notes(giulia, "t") if n.anchor == "2"]
+    assert "\n".join(at_2).count("now: Giulia lives in Milan") == 1
+
+
+def test_more_changes_than_a_block_tells_come_as_facts_and_none_is_lost(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    for name in ("one", "two", "three", "four", "five"):
+        engine.remember(giulia, f"d-{name}", f"Giulia value d {name}")
+    engine.get_context(giulia, "value", conversation="t", anchor="1")
+    for name in ("one", "two", "three", "four", "five"):
+        engine.correct(giulia, f"d-{name}", f"Giulia value d {name} changed")
+    whole = engine.get_context(giulia, "value")
+    block = engine.get_context(giulia, "value", conversation="t", anchor="2")
+    assert len(block.changed) == 3
+    for fact in whole.facts:
+        assert fact.content in block.volatile
+
+
+def test_a_change_drawn_from_the_notes_leaves_the_facts_the_room_they_need(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home", "Giulia lives in Rome")
+    engine.get_context(giulia, "Giulia", conversation="t", anchor="1", token_budget=300)
+    engine.correct(giulia, "home", "Giulia lives in Milan")
+    for n in range(9):
+        engine.remember(giulia, f"thing-{n}", f"Giulia keeps thing {n} in the drawer")
+    whole = engine.get_context(giulia, "Giulia", token_budget=300)
+    block = engine.get_context(giulia, "Giulia", conversation="t", anchor="2", token_budget=300)
+    assert block.tokens <= 300
+    for fact in whole.facts:
+        assert fact.content in block.volatile or fact.content in engine.notes(giulia, "t")[0].text
+
+
+def test_two_changes_that_read_alike_are_redacted_one_by_one(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "city", "Rome")
+    engine.remember(giulia, "office", "Rome")
+    engine.get_context(giulia, "Rome", conversation="t", anchor="1")
+    engine.correct(giulia, "city", "Paris")
+    engine.correct(giulia, "office", "Paris")
+    told = engine.get_context(giulia, "Paris", conversation="t", anchor="2")
+    assert told.volatile.count("was: Rome -> now: Paris") == 2
+    engine.forget(giulia, "city", erase=True)
+    note = engine.notes(giulia, "t")[1]
+    assert note.text.split("\n").count(REDACTED) == 1
+    assert note.text.count("was: Rome -> now: Paris") == 1
+
+
+def test_a_fact_read_from_a_forgotten_memory_leaves_the_notes(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    memory = engine.add_memory(giulia, "Giulia said she is allergic to peanuts")
+    engine.remember(giulia, "health", "Giulia is allergic to peanuts", source_memory_id=memory.id)
+    engine.get_context(giulia, "allergic peanuts", conversation="t", anchor="1")
+    assert "peanuts" in engine.notes(giulia, "t")[0].text
+    engine.forget_memory(giulia, memory.id)
+    assert "peanuts" not in engine.notes(giulia, "t")[0].text
+    assert "peanuts" not in str(engine.export_user("acme", "giulia").to_dict())
+    assert not any("peanuts" in (v or "") for v in snapshot(engine).values())
+
+
+def test_a_key_with_a_thousand_versions_is_erased(engine: MemoryEngine, giulia: Identity) -> None:
+    for n in range(1000):
+        engine.remember(giulia, "status", f"Giulia status {n}")
+    engine.get_context(giulia, "status", conversation="t", anchor="1")
+    engine.forget(giulia, "status", erase=True)
+    assert engine.history(giulia, "status")[-1].content == ""
+    assert REDACTED in engine.notes(giulia, "t")[0].text

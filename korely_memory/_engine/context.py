@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from .. import _marks, _notes, _read_path, _render, _validation
 from .._errors import InvalidRequest
 from .._identity import Identity
-from .._types import Change, ContextBlock, Note, replaced
+from .._types import Change, ContextBlock, Fact, Note, replaced
 from .core import EngineCore, Moment
 
 
@@ -65,8 +65,9 @@ class ContextMethods(EngineCore):
                 not shown, the changes due), and the engine keeps it
                 (``block.note``; all of them: ``notes``).
             anchor: With ``conversation``, the message the note is attached to (a
-                message id). A read with the anchor of a note kept before replaces
-                that note (the turn read again); None: always a new note.
+                message id). A turn read again (the agent wrote meanwhile) adds a note
+                to the same message: an adapter puts a message's notes back together,
+                in order.
             present: With ``conversation``, the ``seq`` of the earlier notes still in
                 the prompt (None: all of them). What a note no longer in the prompt
                 showed (its message was summarised away) may be shown again.
@@ -181,26 +182,31 @@ class ContextMethods(EngineCore):
         def work(conn: Connection) -> ContextBlock:
             _notes.lock(conn, who, conversation)
             earlier = _notes.read(conn, who, conversation)
-            kept = [
-                n
-                for n in earlier
-                if (present is None or n.seq in present) and (anchor is None or n.anchor != anchor)
-            ]
+            kept = [n for n in earlier if present is None or n.seq in present]
             seen = _notes.shown(conn, kept)
-            facts, memories, changes = _notes.unshown(
+            facts, memories, changes, derived = _notes.unshown(
                 conn, whole, seen, derive=request.reader is None
             )
-            note = _render.render(
-                facts=facts,
-                memories=memories,
-                changes=changes,
-                budget=request.budget,
-                count=self._tokens,
-                changed_more=whole.changed_more,
-                waiting=bool(memories or changes),
-                omitted=0 if kept else whole.omitted,
-                excerpts=gathered.excerpts,
-            )
+
+            def render(facts: list[Fact], derived: list[Change]) -> ContextBlock:
+                # Facts take the room they need: they are a part of what the whole block showed.
+                return _render.render(
+                    facts=facts,
+                    memories=memories,
+                    changes=[*changes, *derived],
+                    budget=request.budget,
+                    count=self._tokens,
+                    changed_more=whole.changed_more,
+                    waiting=bool(memories),
+                    omitted=0 if kept else whole.omitted,
+                    excerpts=gathered.excerpts,
+                )
+
+            note = render(facts, derived)
+            told = {c.was.id for c in note.changed}
+            if any(c.was.id not in told for c in derived):  # no room to tell it: shown as a fact
+                facts += [c.now for c in derived if c.was.id not in told and c.now is not None]
+                note = render(facts, [c for c in derived if c.was.id in told])
             kept_note = _notes.keep(conn, who, conversation, anchor, note, self._now(conn))
             volatile = kept_note.text
             text = f"{note.stable}\n\n{volatile}" if volatile else note.stable

@@ -50,6 +50,7 @@ history keeps the user's words.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -182,23 +183,34 @@ def with_notes(
     done = outer.passed if outer is not None else ()
     messages = [m if any(m is d for d in done) else _neutralised(m) for m in request.messages]
     latest = latest_user_message(messages)
-    anchored = {n.anchor: n.text for n in earlier if n.anchor is not None and n.text}
+    anchored: dict[str, list[str]] = {}
+    for note in earlier:  # in order: a message read again in its turn has several
+        if note.anchor is not None and note.text:
+            anchored.setdefault(note.anchor, []).append(note.text)
     for index, message in enumerate(messages):
-        own = message.id if isinstance(message, HumanMessage) else None
-        text = anchored.get(own) if own is not None else None
-        if index != latest and text:
-            messages[index] = _framed(message, text)
+        own = label(message.id) if isinstance(message, HumanMessage) and message.id else None
+        texts = anchored.get(own, []) if own is not None else []
+        if index == latest and block.volatile:
+            texts = [*texts, block.volatile]
+        if texts:
+            messages[index] = _framed(message, "\n\n".join(texts))
     rest = block.facts_text if latest is None else ""
     system = _with_note(
         request.system_message, messages, [block.stable, NOTES_POINTER], rest, cache_marker, outer
     )
-    if latest is not None and block.volatile:
-        messages[latest] = _framed(messages[latest], block.volatile)
     if cache_marker is not None and latest:  # the end of what the previous call sent
         messages[latest - 1] = _marked(messages[latest - 1], cache_marker)
     frame = messages[latest] if latest is not None and block.volatile else None
     placed = request.override(system_message=system, messages=messages)
     return placed, Placed(tuple(messages), frame, block.volatile if frame is not None else "")
+
+
+def label(value: str) -> str:
+    """`value` (a thread or message id) as an id the engine takes: as it is, or, when it is
+    empty, longer than 255 characters or holds a control character, a digest of it."""
+    if 0 < len(value) <= 255 and value.isprintable():
+        return value
+    return "sha256:" + hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()
 
 
 def _marked(message: AnyMessage, cache_marker: Mapping[str, Any]) -> AnyMessage:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Optional
@@ -40,7 +39,7 @@ from langchain_korely._identity import (
     identity_to_keep,
     resolver_for,
 )
-from langchain_korely._placement import Placement, placed_texts, placing
+from langchain_korely._placement import Placement, label, placed_texts, placing
 from langchain_korely._turns import Turn, TurnKey, Turns, thread_of, turn_of
 from langchain_korely.tools import KorelyTool, check_tool_prefix, korely_tools
 
@@ -438,10 +437,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         control character)."""
         if self.placement != "notes" or key.thread is None:
             return None
-        thread = str(key.thread)
-        if 0 < len(thread) <= 255 and thread.isprintable():
-            return thread
-        return "sha256:" + hashlib.sha256(thread.encode("utf-8", "replace")).hexdigest()
+        return label(str(key.thread))
 
     @staticmethod
     def _noting(
@@ -453,10 +449,11 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
     ) -> tuple[tuple[Note, ...], dict[str, Any]]:
         """The earlier notes still in the prompt (their message is among the request's), and
         the read's options for the turn's note."""
-        ids = {m.id for m in request.messages if isinstance(m, HumanMessage) and m.id}
-        earlier = tuple(n for n in kept if n.anchor in ids and n.anchor != key.anchor)
+        ids = {label(m.id) for m in request.messages if isinstance(m, HumanMessage) and m.id}
+        earlier = tuple(n for n in kept if n.anchor in ids)  # this turn's own, read before, too
         present = [n.seq for n in earlier]
-        noting = {"conversation": conversation, "anchor": key.anchor, "present": present}
+        anchor = label(key.anchor) if key.anchor is not None else None
+        noting = {"conversation": conversation, "anchor": anchor, "present": present}
         return earlier, {**options, **noting}
 
     def _options(self, renew: str | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from langchain.agents.middleware import before_model
-from langchain_core.messages import RemoveMessage
+from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks import placement as bench
@@ -219,3 +219,18 @@ def test_a_thread_id_the_engine_would_refuse_keeps_notes_under_its_digest(
         agent.invoke({"messages": [("user", said)]}, config=config, context=giulia)
     second = "\n".join(m.text for m in model.received[1])
     assert second.count("Giulia lives in Milan") == 1  # shown in the first note, kept
+
+
+def test_a_message_id_the_engine_would_refuse_anchors_its_note_by_digest(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Milan")
+    model = ScriptedChatModel(replies=["One.", "Two."])
+    agent = agent_with(model, engine, placement="notes", checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "ids"}}
+    for said, id_ in (("Where do I live?", "x" * 300), ("Again?", "req-2\n")):
+        message = HumanMessage(content=said, id=id_)
+        agent.invoke({"messages": [message]}, config=config, context=giulia)
+    second = model.received[1]
+    assert second[1].text.startswith("<memory>") and "Giulia lives in Milan" in second[1].text
+    assert "\n".join(m.text for m in second).count("Giulia lives in Milan") == 1

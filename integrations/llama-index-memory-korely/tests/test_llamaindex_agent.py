@@ -24,7 +24,7 @@ async def run(agent: FunctionAgent, text: str, memory: KorelyMemory) -> str:
     return str(output.response.content)
 
 
-@pytest.mark.parametrize("placement", ["system", "context"])
+@pytest.mark.parametrize("placement", ["system", "context", "notes"])
 async def test_fact_remembered_in_one_session_is_shown_in_the_next(
     engine, giulia, script, placement
 ) -> None:
@@ -61,8 +61,8 @@ async def test_fact_remembered_in_one_session_is_shown_in_the_next(
     assert prompt[0].content == "You help Giulia."
     assert script.STABLE_START in (prompt[1].content or "")
     assert "home-city" not in (prompt[1].content or "")  # the note alone: the same every time
-    carrier = prompt[-1] if placement == "context" else prompt[2]
-    assert carrier.role == ("user" if placement == "context" else "system")
+    carrier = prompt[-1] if placement != "system" else prompt[2]
+    assert carrier.role == ("user" if placement != "system" else "system")
     assert "<memory>\n<korely>" in (carrier.content or "")
     assert "- home-city: Giulia lives in Rome" in (carrier.content or "")
     assert script.words(prompt[-1]) == "Where do I live?"

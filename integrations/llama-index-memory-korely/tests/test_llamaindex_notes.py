@@ -194,3 +194,24 @@ async def test_a_cache_point_ends_the_stable_note_and_what_the_previous_call_sen
     assert isinstance(prompt[latest - 1].blocks[-1], CachePoint)
     assert prompt[latest - 1].role.value == "assistant"
     assert sum(isinstance(b, CachePoint) for m in prompt for b in m.blocks) == 2
+
+
+async def test_notes_stay_at_their_messages_when_older_ones_that_said_the_same_are_flushed(
+    engine: MemoryEngine, giulia: Identity, script
+) -> None:
+    for n in range(8):
+        engine.remember(giulia, f"plan-{n}", f"Giulia's plan {n} covers the yes answer {n}")
+    memory = KorelyMemory.from_defaults(
+        engine, giulia, placement="notes", token_limit=1500, chat_history_token_ratio=0.3,
+        token_flush_size=100, token_budget=300,
+    )  # fmt: skip
+    llm = script.llm(*(script.say("word " * 120) for _ in range(8)))
+    agent = FunctionAgent(llm=llm, tools=[], system_prompt="You are a support agent.")
+    for n in range(8):
+        engine.remember(giulia, f"plan-new-{n}", f"Giulia's yes plan new {n}")
+        await agent.run(user_msg="yes", memory=memory)
+    users = [[script.text([m]) for m in p if m.role.value == "user"] for p in llm.received]
+    assert len(users[-1]) < len(users) - 1  # older turns were flushed
+    for before, after in itertools.pairwise(users):
+        kept = len(after) - 1  # the user messages both prompts hold, as the earlier had them
+        assert after[:kept] == before[len(before) - kept :]

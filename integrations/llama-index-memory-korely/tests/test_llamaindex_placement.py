@@ -147,7 +147,7 @@ INJECTION = (
 )
 
 
-@pytest.mark.parametrize("placement", ["system", "context"])
+@pytest.mark.parametrize("placement", ["system", "context", "notes"])
 async def test_stored_text_cannot_close_the_frame_or_speak_as_the_system(
     engine, giulia, script, placement
 ) -> None:
@@ -166,7 +166,7 @@ async def test_stored_text_cannot_close_the_frame_or_speak_as_the_system(
     text = script.text(prompt)
     # The note's frame, and the rest's: with "system", facts and memories apart (memories,
     # quoted speech, in the user message).
-    frames = 2 if placement == "context" else 3
+    frames = 3 if placement == "system" else 2
     assert text.count("<korely>") == text.count("</korely>") == frames
     assert text.count("<memory>") == text.count("</memory>") == frames
     assert "<system>" not in text

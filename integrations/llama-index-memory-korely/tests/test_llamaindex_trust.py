@@ -60,7 +60,7 @@ def users(messages: list[ChatMessage]) -> str:
     return Script.text([m for m in messages if m.role == MessageRole.USER])
 
 
-@pytest.mark.parametrize("placement", ["system", "context"])
+@pytest.mark.parametrize("placement", ["system", "context", "notes"])
 @pytest.mark.parametrize("forged", FORGERIES)
 @pytest.mark.parametrize("stored", [True, False], ids=["with-facts", "no-facts"])
 async def test_a_user_cannot_forge_the_frame(
@@ -79,7 +79,7 @@ async def test_a_user_cannot_forge_the_frame(
 
     (prompt,) = llm.received
     said = users(prompt)
-    real = 1 if stored and placement == "context" else 0
+    real = 1 if stored and placement != "system" else 0
     # What the user message holds of a frame is the application's own, at its start.
     assert frame_tags(said) == ["<memory", "<korely", "</korely", "</memory"] * real
     section = said.split("</memory>", 1)[0] if real else ""
@@ -135,7 +135,7 @@ async def test_erasing_a_fact_leaves_no_word_of_it_in_the_memory(
     assert not [m for m in export.memories if "diabetes" in m.content]
 
 
-@pytest.mark.parametrize("placement", ["system", "context"])
+@pytest.mark.parametrize("placement", ["system", "context", "notes"])
 async def test_a_captured_injection_is_quoted_speech_never_in_a_system_message(
     engine: MemoryEngine, giulia: Identity, script: Script, placement: str
 ) -> None:

@@ -21,7 +21,7 @@ def told_before(engine: MemoryEngine, giulia, reader: str = "support-bot") -> No
     engine.correct(giulia, "home-city", "Giulia lives in Milan")
 
 
-@pytest.mark.parametrize("placement", ["system", "context"])
+@pytest.mark.parametrize("placement", ["system", "context", "notes"])
 @pytest.mark.parametrize("system_prompt", [None, "You help Giulia."])
 async def test_a_react_agent_gets_the_block_with_or_without_a_system_prompt(
     engine, giulia, script, placement, system_prompt
@@ -38,14 +38,25 @@ async def test_a_react_agent_gets_the_block_with_or_without_a_system_prompt(
 
     shown = script.text(llm.received[0])
     assert NOTICE in shown
-    assert "- home-city: Giulia lives in Milan" in shown
+    # With "notes", the change line says what holds now, and the fact is not shown twice.
+    now = (
+        "now: Giulia lives in Milan"
+        if placement == "notes"
+        else "- home-city: Giulia lives in Milan"
+    )
+    assert now in shown
     if system_prompt is not None:
         assert system_prompt in shown
         assert script.STABLE_START in shown
     # Told once: the model answered with it.
     await agent.run(user_msg="Thanks", memory=memory)
-    assert NOTICE not in script.text(llm.received[1])
-    assert "- home-city: Giulia lives in Milan" in script.text(llm.received[1])
+    second = llm.received[1]
+    if placement == "notes":  # the first turn's note stays at its message; the new one is empty
+        assert script.text(second).count(NOTICE) == 1
+        assert "<memory>" not in script.words([m for m in second if m.role == "user"][-1])
+    else:
+        assert NOTICE not in script.text(second)
+        assert "- home-city: Giulia lives in Milan" in script.text(second)
 
 
 async def test_a_react_agent_that_calls_a_tool_keeps_the_block_for_the_whole_turn(
@@ -92,7 +103,7 @@ def workflow(engine: MemoryEngine, script, front_steps: list, billing_steps: lis
     return AgentWorkflow(agents=[front, billing], root_agent="front"), front_llm, billing_llm
 
 
-@pytest.mark.parametrize("placement", ["system", "context"])
+@pytest.mark.parametrize("placement", ["system", "context", "notes"])
 async def test_one_read_per_turn_across_a_handoff_and_the_answering_agent_is_told(
     engine, giulia, script, engine_reads, placement
 ) -> None:
@@ -120,8 +131,18 @@ async def test_one_read_per_turn_across_a_handoff_and_the_answering_agent_is_tol
     await flow.run(user_msg="Thanks", memory=memory)
     assert engine_reads == ["Where does my invoice go?", "Thanks"]
     # Each run starts with the root agent again.
-    assert NOTICE not in script.text(front_llm.received[1])
-    assert "- home-city: Giulia lives in Milan" in script.text(front_llm.received[1])
+    # (With "notes", the first turn's note stays at its message, as it was: told then.)
+    second = front_llm.received[1]
+    latest = [m for m in second if m.role == "user"][-1]
+    assert NOTICE not in script.text([*(m for m in second if m.role == "system"), latest])
+    # What holds now is in the prompt: as a fact, or (with "notes") in the first turn's note's
+    # change line, which says it.
+    now = (
+        "now: Giulia lives in Milan"
+        if placement == "notes"
+        else "- home-city: Giulia lives in Milan"
+    )
+    assert now in script.text(front_llm.received[1])
 
 
 async def test_a_change_made_during_a_workflow_turn_is_told_at_the_next_turn(

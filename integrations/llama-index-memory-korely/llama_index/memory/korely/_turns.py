@@ -12,6 +12,7 @@ is given and recognises a turn by them (:func:`locate`).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
@@ -151,18 +152,29 @@ def is_answer(message: ChatMessage) -> bool:
     )
 
 
-def anchors(messages: list[ChatMessage]) -> dict[int, str]:
+def anchors(messages: list[ChatMessage], before: Sequence[ChatMessage] = ()) -> dict[int, str]:
     """What each user message's note is attached to, by its index: a digest of its text and
-    how many user messages before it said the same (a chat store keeps no message ids)."""
-    found: dict[int, str] = {}
+    how many user messages before it said the same, in ``before`` (the messages ``Memory``
+    flushed out of the history, which the chat store keeps, archived) too: a chat store keeps
+    no message ids, and counting from the conversation's start keeps each message's anchor
+    when older ones are flushed."""
     said: dict[str, int] = {}
+    for message in before:
+        if message.role == MessageRole.USER:
+            digest = _digest(message)
+            said[digest] = said.get(digest, 0) + 1
+    found: dict[int, str] = {}
     for index, message in enumerate(messages):
         if message.role != MessageRole.USER:
             continue
-        digest = hashlib.sha256(text_of(message).encode("utf-8", "replace")).hexdigest()[:32]
+        digest = _digest(message)
         said[digest] = said.get(digest, 0) + 1
         found[index] = f"{digest}:{said[digest]}"
     return found
+
+
+def _digest(message: ChatMessage) -> str:
+    return hashlib.sha256(text_of(message).encode("utf-8", "replace")).hexdigest()[:32]
 
 
 def last_user_index(messages: list[ChatMessage]) -> int | None:

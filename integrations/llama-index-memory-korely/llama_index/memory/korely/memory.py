@@ -315,7 +315,12 @@ class KorelyMemory(CaptureControls, Memory):
         korely = self.korely_block
         history = await self.sql_store.get_messages(self.session_id, status=MessageStatus.ACTIVE)
         messages = await self._with_other_blocks(history, input, **block_kwargs)
-        anchored = anchors(messages)
+        anchored: dict[int, str] = {}
+        if self.placement == "notes":
+            flushed = await self.sql_store.get_messages(
+                self.session_id, status=MessageStatus.ARCHIVED
+            )
+            anchored = anchors(messages, flushed)
         messages = neutralised(messages, (*FRAME_TAGS, korely.name))
         room = self.token_limit - sum(self._estimate_token_count(m) for m in messages)
         question = None if input is None else text_of(input)
@@ -339,6 +344,8 @@ class KorelyMemory(CaptureControls, Memory):
         if noting:
             frames = self._earlier(turn.notes, anchored)
             room -= sum(self._estimate_token_count(b.text) for f in frames.values() for b in f)
+        # This turn's notes read before (the agent wrote since): before its new one, in order.
+        own = frames.pop(max(anchored), []) if noting else []
         if starts:
             turn.block = await korely.read(
                 turn.user, self._read_budget(room), marking=True, **options
@@ -360,12 +367,16 @@ class KorelyMemory(CaptureControls, Memory):
         if within is None:
             if noting and turn.block is not None:  # nothing new: the stable note stays in place
                 parts = self._parts(turn.block, user_message=True)
-                return marked_before_latest(place(messages, parts), self.cache_control)
+                placed = with_notes(place(messages, parts), {max(anchored): own} if own else {})
+                return marked_before_latest(placed, self.cache_control)
             return messages
         variant, parts = within
         korely.show(turn, variant, parts.needle, parts.carrier, deferred=True)
         placed = place(messages, parts)
-        return marked_before_latest(placed, self.cache_control) if noting else placed
+        if not noting:
+            return placed
+        placed = with_notes(placed, {max(anchored): own} if own else {})
+        return marked_before_latest(placed, self.cache_control)
 
     def _read_budget(self, room: int) -> int:
         if self._frames is None:
@@ -413,7 +424,7 @@ class KorelyMemory(CaptureControls, Memory):
         current = anchored[max(anchored)]
         kept = await korely.engine.anotes(korely.identity, self.session_id)
         there = set(anchored.values())
-        earlier = tuple(n for n in kept if n.anchor in there and n.anchor != current)
+        earlier = tuple(n for n in kept if n.anchor in there)  # this turn's own, read before, too
         options = {
             "conversation": self.session_id,
             "anchor": current,
@@ -424,14 +435,19 @@ class KorelyMemory(CaptureControls, Memory):
     def _earlier(
         self, notes: tuple[Note, ...], anchored: dict[int, str]
     ) -> dict[int, list[TextBlock]]:
-        """The earlier notes with something to show, framed, by the index of their message."""
+        """The earlier notes with something to show, framed, by the index of their message (a
+        message read again in its turn has several, in order)."""
         korely = self.korely_block
-        texts = {n.anchor: n.text for n in notes if n.text}
-        current = max(anchored)
+        texts: dict[str | None, list[str]] = {}
+        for note in notes:
+            if note.text:
+                texts.setdefault(note.anchor, []).append(note.text)
         return {
-            index: frame(self.memory_blocks_template, korely.name, texts[anchor])
+            index: [
+                b for t in texts[anchor] for b in frame(self.memory_blocks_template, korely.name, t)
+            ]
             for index, anchor in anchored.items()
-            if index != current and anchor in texts
+            if anchor in texts
         }
 
     async def _with_other_blocks(
