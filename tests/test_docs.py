@@ -436,7 +436,7 @@ def test_the_readme_test_command_is_the_one_ci_runs_and_says_how_long_it_takes()
     section = sections((ROOT / "README.md").read_text(), 2)["Running the tests"]
     (command,) = re.findall(r"```sh\n(.*?)\n```", section, re.S)
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
-    assert re.search(r"about \d+ to \d+ minutes on a 2-vCPU machine", section)
+    assert re.search(r"about \d+ minutes on a quiet 2-vCPU machine", section)
 
 
 # -- CONTRIBUTING.md names only what exists ----------------------------------------------------
