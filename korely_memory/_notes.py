@@ -104,12 +104,13 @@ def unshown(
     there already), and the changes derived from the notes. With ``derive`` (a read without a
     reader, whose changes no mark tells), a fact whose key the conversation was shown in an
     older version is told as a change from that version, as long as changes have room in a
-    block (``MAX_CHANGES``); past that it is shown as a fact."""
+    block (``MAX_CHANGES``); past that it is shown as a fact. A reader's changes are its
+    marks': never its own, once for the reader, in whichever conversation reads first."""
     told_now = {c.now.id for c in block.changed if c.now is not None}
     new_facts = [f for f in block.facts if f.id not in seen.facts and f.id not in told_now]
     changes = [c for c in block.changed if c.was.id not in seen.changed]
     derived: list[Change] = []
-    if derive:
+    if derive and seen.versions:
         older = {
             _slot(f): f
             for f in _versions.by_ids(conn, sorted(seen.versions.values()))

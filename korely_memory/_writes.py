@@ -204,8 +204,10 @@ def _erase_key(conn: Connection, w: Writer, fact: Fact) -> None:
     every = _versions.same_key(fact)
     versions = _versions.versions_where(conn, every)
     gone = _memories.erase_holding(conn, versions, w.words)
-    _notes.redact(conn, fact.account, [v.id for v in versions], gone)
     _versions.erase_words(conn, every)
+    # After the rows are written: a note being kept holds them (FOR SHARE), so this waits for it
+    # to commit, and then sees it.
+    _notes.redact(conn, fact.account, [v.id for v in versions], gone)
 
 
 def _check_interval(start: dt.datetime, until: dt.datetime | None) -> None:

@@ -193,6 +193,7 @@ def test_a_fact_erased_between_the_read_and_its_note_is_not_kept(
     assert block.note is not None
     assert "peanuts" not in block.note.text and "cat" in block.note.text
     assert "peanuts" not in engine.notes(giulia, "t")[0].text
+    assert "peanuts" not in block.fit(block.tokens - 5).text  # a note is never rendered anew
 
 
 def test_notes_are_the_person_s_data_erased_exported_and_trimmed(

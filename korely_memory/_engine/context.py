@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Collection, Sequence
 
@@ -10,7 +11,7 @@ from sqlalchemy.engine import Connection
 from .. import _marks, _notes, _read_path, _render, _validation
 from .._errors import InvalidRequest
 from .._identity import Identity
-from .._types import Change, ContextBlock, Fact, Note, replaced
+from .._types import Change, ContextBlock, Fact, Note
 from .core import EngineCore, Moment
 
 
@@ -210,7 +211,9 @@ class ContextMethods(EngineCore):
             kept_note = _notes.keep(conn, who, conversation, anchor, note, self._now(conn))
             volatile = kept_note.text
             text = f"{note.stable}\n\n{volatile}" if volatile else note.stable
-            return replaced(
+            # Not ``replaced``: a note is kept as it is, so it is not fitted to less room (a
+            # refit would render it anew, from before any redaction).
+            return dataclasses.replace(
                 note,
                 text=text,
                 tokens=self._tokens(text) if text != note.text else note.tokens,

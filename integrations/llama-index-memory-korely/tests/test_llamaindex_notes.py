@@ -215,3 +215,34 @@ async def test_notes_stay_at_their_messages_when_older_ones_that_said_the_same_a
     for before, after in itertools.pairwise(users):
         kept = len(after) - 1  # the user messages both prompts hold, as the earlier had them
         assert after[:kept] == before[len(before) - kept :]
+
+
+async def test_a_turn_read_again_keeps_its_first_note_at_its_message(
+    engine: MemoryEngine, giulia: Identity, script
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Milan")
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="bot", placement="notes")
+    llm = script.llm(
+        script.call("remember", key="pet", content="Giulia has a cat"), script.say("Ok.")
+    )
+    agent = FunctionAgent(llm=llm, tools=korely_tools(engine), system_prompt="You help.")
+    await agent.run(user_msg="I have a cat; where do I live?", memory=memory)
+    first, again = llm.received
+    for prompt in (first, again):
+        system = script.text([m for m in prompt if m.role.value == "system"])
+        assert "Known facts" not in system
+    assert script.text(again).index("Giulia lives in Milan") < script.text(again).index("cat")
+    user = [m for m in again if m.role.value == "user"][-1]
+    assert script.text([user]).startswith(script.text([first[-1]]).split("\n</memory>")[0])
+
+
+async def test_a_session_id_the_engine_would_refuse_keeps_notes_under_its_digest(
+    engine: MemoryEngine, giulia: Identity, script
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Milan")
+    memory = KorelyMemory.from_defaults(engine, giulia, placement="notes", session_id="s" * 300)
+    llm = script.llm(script.say("One."), script.say("Two."))
+    agent = FunctionAgent(llm=llm, tools=[], system_prompt="You help.")
+    for said in ("Where do I live?", "Again?"):
+        await agent.run(user_msg=said, memory=memory)
+    assert script.text(llm.received[1]).count("Giulia lives in Milan") == 1

@@ -173,6 +173,14 @@ def anchors(messages: list[ChatMessage], before: Sequence[ChatMessage] = ()) -> 
     return found
 
 
+def label(value: str) -> str:
+    """``value`` (a session id) as an id the engine takes: as it is, or, when it is empty,
+    longer than 255 characters or holds a control character, a digest of it."""
+    if 0 < len(value) <= 255 and value.isprintable():
+        return value
+    return "sha256:" + hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()
+
+
 def _digest(message: ChatMessage) -> str:
     return hashlib.sha256(text_of(message).encode("utf-8", "replace")).hexdigest()[:32]
 

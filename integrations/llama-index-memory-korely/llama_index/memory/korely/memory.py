@@ -32,7 +32,7 @@ from ._layout import (
     place,
     with_notes,
 )
-from ._turns import Conversation, anchors, is_answer, last_user_index, text_of
+from ._turns import Conversation, anchors, is_answer, label, last_user_index, text_of
 from .block import DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, shows_something
 
 Placement = Literal["system", "context", "notes"]
@@ -344,6 +344,7 @@ class KorelyMemory(CaptureControls, Memory):
         if noting:
             frames = self._earlier(turn.notes, anchored)
             room -= sum(self._estimate_token_count(b.text) for f in frames.values() for b in f)
+            short = self._read_budget(room) < MIN_BUDGET  # the earlier notes take room too
         # This turn's notes read before (the agent wrote since): before its new one, in order.
         own = frames.pop(max(anchored), []) if noting else []
         if starts:
@@ -366,17 +367,22 @@ class KorelyMemory(CaptureControls, Memory):
             korely.crowded(self._read_budget(room), self.token_limit)
         if within is None:
             if noting and turn.block is not None:  # nothing new: the stable note stays in place
-                parts = self._parts(turn.block, user_message=True)
-                placed = with_notes(place(messages, parts), {max(anchored): own} if own else {})
-                return marked_before_latest(placed, self.cache_control)
+                placed = place(messages, self._parts(turn.block, user_message=True))
+                return marked_before_latest(self._own(placed, own), self.cache_control)
             return messages
         variant, parts = within
         korely.show(turn, variant, parts.needle, parts.carrier, deferred=True)
         placed = place(messages, parts)
         if not noting:
             return placed
-        placed = with_notes(placed, {max(anchored): own} if own else {})
-        return marked_before_latest(placed, self.cache_control)
+        return marked_before_latest(self._own(placed, own), self.cache_control)
+
+    @staticmethod
+    def _own(placed: list[ChatMessage], own: list[TextBlock]) -> list[ChatMessage]:
+        """``placed`` with the turn's notes read before at the start of its user message, before
+        the new one (placing may have put a system message first: the index is found anew)."""
+        latest = last_user_index(placed)
+        return with_notes(placed, {latest: own}) if own and latest is not None else placed
 
     def _read_budget(self, room: int) -> int:
         if self._frames is None:
@@ -422,11 +428,11 @@ class KorelyMemory(CaptureControls, Memory):
         options for the turn's note (attached to the latest user message)."""
         korely = self.korely_block
         current = anchored[max(anchored)]
-        kept = await korely.engine.anotes(korely.identity, self.session_id)
+        kept = await korely.engine.anotes(korely.identity, label(self.session_id))
         there = set(anchored.values())
         earlier = tuple(n for n in kept if n.anchor in there)  # this turn's own, read before, too
         options = {
-            "conversation": self.session_id,
+            "conversation": label(self.session_id),
             "anchor": current,
             "present": [n.seq for n in earlier],
         }
