@@ -208,7 +208,8 @@ def memory_sections(text: str) -> str:
     return "".join(_MEMORY.findall(text))
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many items two sequences share from their start (tokens of two prompts)."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
@@ -245,6 +246,24 @@ def figures(run: Run, corrected: str = CORRECTED[1]) -> Figures:
         sent=sent,
         told_in=tuple(told_in),
     )
+
+
+def missed_targets(runs: dict[str, Run]) -> list[str]:
+    """The targets of the `"notes"` placement this conversation does not meet, against the
+    other placements of the same run; [] when it meets them all."""
+    by = {placement: figures(run) for placement, run in runs.items()}
+    notes, context = by["notes"], by["context"]
+    checks = {
+        f"cacheable share {notes.share}% >= 90%": notes.share >= 90,
+        f"memory outside the cache {notes.memory_outside} <= 25% of context's "
+        f"{context.memory_outside}": notes.memory_outside * 4 <= context.memory_outside,
+        f"recall {notes.recall} of {notes.turns} >= 98%": notes.recall * 100 >= 98 * notes.turns,
+        f"correction told in turns {notes.told_in} == (9,)": notes.told_in == (9,),
+        "notes more cacheable than system and context": all(
+            by[p].share < notes.share for p in ("system", "context")
+        ),
+    }
+    return [target for target, met in checks.items() if not met]
 
 
 def _replies(

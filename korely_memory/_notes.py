@@ -43,8 +43,6 @@ class Shown:
     facts: frozenset[int]
     memories: frozenset[int]
     changed: frozenset[int]
-    versions: dict[tuple[bool, str], int]
-    """The latest version shown of each key, by (account fact?, key)."""
 
 
 def _slot(fact: Fact) -> tuple[bool, str]:
@@ -82,17 +80,12 @@ def _note(row: Any) -> Note:
     )
 
 
-def shown(conn: Connection, kept: Sequence[Note]) -> Shown:
+def shown(kept: Sequence[Note]) -> Shown:
     """What ``kept``, the notes still in the prompt, showed."""
-    fact_ids = frozenset(i for n in kept for i in n.facts)
-    versions: dict[tuple[bool, str], int] = {}
-    for fact in _versions.by_ids(conn, sorted(fact_ids)):  # in id order: the latest last
-        versions[_slot(fact)] = fact.id
     return Shown(
-        facts=fact_ids,
+        facts=frozenset(i for n in kept for i in n.facts),
         memories=frozenset(i for n in kept for i in n.memories),
         changed=frozenset(i for n in kept for i in n.changed),
-        versions=versions,
     )
 
 
@@ -110,12 +103,11 @@ def unshown(
     new_facts = [f for f in block.facts if f.id not in seen.facts and f.id not in told_now]
     changes = [c for c in block.changed if c.was.id not in seen.changed]
     derived: list[Change] = []
-    if derive and seen.versions:
-        older = {
-            _slot(f): f
-            for f in _versions.by_ids(conn, sorted(seen.versions.values()))
-            if not f.erased and f.id not in seen.changed
-        }
+    if derive and seen.facts and new_facts:
+        older: dict[tuple[bool, str], Fact] = {}
+        for f in _versions.by_ids(conn, sorted(seen.facts)):  # in id order: the latest last
+            older[_slot(f)] = f
+        older = {slot: f for slot, f in older.items() if not f.erased and f.id not in seen.changed}
         kept: list[Fact] = []
         for fact in new_facts:
             was = older.get(_slot(fact))

@@ -184,7 +184,7 @@ class ContextMethods(EngineCore):
             _notes.lock(conn, who, conversation)
             earlier = _notes.read(conn, who, conversation)
             kept = [n for n in earlier if present is None or n.seq in present]
-            seen = _notes.shown(conn, kept)
+            seen = _notes.shown(kept)
             facts, memories, changes, derived = _notes.unshown(
                 conn, whole, seen, derive=request.reader is None
             )

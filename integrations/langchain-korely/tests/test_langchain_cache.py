@@ -22,7 +22,7 @@ import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from benchmarks.placement import SYSTEM
+from benchmarks.placement import SYSTEM, common_prefix
 from korely_memory import Identity, MemoryEngine
 from langchain_korely._placement import MEMORIES_POINTER, POINTER, volatile_frame
 
@@ -72,15 +72,6 @@ def tokens(message: BaseMessage) -> list[int]:
 
 def prompt_tokens(prompt: Sequence[BaseMessage]) -> list[int]:
     return [t for message in prompt for t in tokens(message)]
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def converse(

@@ -49,14 +49,7 @@ def ten_turns(placement: str) -> bench.Run:
 def test_notes_meet_the_targets_against_the_other_placements(
     measured: dict[str, bench.Run],
 ) -> None:
-    by = {p: bench.figures(run) for p, run in measured.items()}
-    notes = by["notes"]
-    assert notes.share >= 90, by
-    assert notes.memory_outside * 4 <= by["context"].memory_outside, by
-    assert notes.recall * 100 >= 98 * notes.turns, by
-    assert notes.told_in == (9,), by
-    for placement in ("system", "context"):
-        assert by[placement].share < notes.share, by
+    assert bench.missed_targets(measured) == []
 
 
 def test_earlier_notes_come_back_byte_for_byte(measured: dict[str, bench.Run]) -> None:

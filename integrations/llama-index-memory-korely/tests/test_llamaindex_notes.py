@@ -22,7 +22,7 @@ from benchmarks import placement as bench
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, korely_tools
 
-from .test_llamaindex_placement import ANSWER, QUESTIONS, SYSTEM_PROMPT, TOPICS, giulias_memory
+from .test_llamaindex_placement import conversation
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 _FRAME = re.compile(r"<memory>.*?</memory>", re.DOTALL)
@@ -35,36 +35,16 @@ def measured() -> dict[str, bench.Run]:
 
 async def ten_turns(engine: MemoryEngine, giulia: Identity, script, placement: str) -> bench.Run:
     """The ten turns of `test_llamaindex_placement.py`, with each turn's whole block."""
-    giulias_memory(engine, giulia)
-    engine.get_context(giulia, reader="support-bot", token_budget=8000)
-    memory = KorelyMemory.from_defaults(
-        engine, giulia, reader="support-bot", token_budget=400, placement=placement
-    )
-    llm = script.llm(*(script.say(ANSWER.format(topic=t)) for t in TOPICS))
-    agent = FunctionAgent(llm=llm, tools=korely_tools(engine), system_prompt=SYSTEM_PROMPT)
-    wholes, turn_calls = [], []
-    for turn, question in enumerate(QUESTIONS):
-        if turn == 5:  # another agent of the team corrects a fact: a notice at turn 6
-            engine.correct(giulia, "boiler-0", "Giulia no longer maintains the boiler at site 0")
-        whole = engine.get_context(giulia, question, token_budget=400)
-        wholes.append([f.content for f in whole.facts])
-        before = len(llm.received)
-        await agent.run(user_msg=question, memory=memory)
-        turn_calls.append(len(llm.received) - before)
-    return bench.Run([bench.llamaindex_prompt(p) for p in llm.received], wholes, turn_calls)
+    wholes: list[list[str]] = []
+    turn_calls: list[int] = []
+    prompts = await conversation(engine, giulia, script, placement, wholes, turn_calls)
+    return bench.Run([bench.llamaindex_prompt(p) for p in prompts], wholes, turn_calls)
 
 
 def test_notes_meet_the_targets_against_the_other_placements(
     measured: dict[str, bench.Run],
 ) -> None:
-    by = {p: bench.figures(run) for p, run in measured.items()}
-    notes = by["notes"]
-    assert notes.share >= 90, by
-    assert notes.memory_outside * 4 <= by["context"].memory_outside, by
-    assert notes.recall * 100 >= 98 * notes.turns, by
-    assert notes.told_in == (9,), by
-    for placement in ("system", "context"):
-        assert by[placement].share < notes.share, by
+    assert bench.missed_targets(measured) == []
 
 
 def test_earlier_notes_come_back_byte_for_byte(measured: dict[str, bench.Run]) -> None:

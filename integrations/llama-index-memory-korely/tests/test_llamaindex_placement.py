@@ -10,6 +10,7 @@ import tiktoken
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import CacheControl, CachePoint, ChatMessage, TextBlock
 
+from benchmarks.placement import common_prefix
 from korely_memory import Identity, MemoryEngine
 from llama_index.memory.korely import KorelyMemory, korely_tools
 
@@ -44,15 +45,6 @@ def serialized(messages: Sequence[ChatMessage]) -> str:
     )
 
 
-def common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def giulias_memory(engine: MemoryEngine, giulia) -> None:
     """More facts and memories than a block shows: which ones depends on the question."""
     for n, topic in enumerate(TOPICS):
@@ -66,8 +58,17 @@ def giulias_memory(engine: MemoryEngine, giulia) -> None:
         engine.add_memory(giulia, f"Giulia said the {topic} at site {n * 4} had a worn part.")
 
 
-async def conversation(engine: MemoryEngine, giulia, script, placement: str) -> list[list[int]]:
-    """Ten turns with one agent; returns each model call's prompt in tokens."""
+async def conversation(
+    engine: MemoryEngine,
+    giulia,
+    script,
+    placement: str,
+    wholes: list[list[str]] | None = None,
+    turn_calls: list[int] | None = None,
+) -> list[list[ChatMessage]]:
+    """Ten turns with one agent; returns each model call's prompt. With `wholes` and `turn_calls`,
+    adds to them each turn's whole block's facts (their words, at the memory's budget), read
+    before the turn, and how many model calls the turn made."""
     giulias_memory(engine, giulia)
     engine.get_context(giulia, reader="support-bot", token_budget=8000)
     memory = KorelyMemory.from_defaults(
@@ -78,8 +79,18 @@ async def conversation(engine: MemoryEngine, giulia, script, placement: str) -> 
     for turn, question in enumerate(QUESTIONS):
         if turn == 5:  # another agent of the team corrects a fact: a notice at turn 6
             engine.correct(giulia, "boiler-0", "Giulia no longer maintains the boiler at site 0")
+        if wholes is not None:
+            whole = engine.get_context(giulia, question, token_budget=400)
+            wholes.append([f.content for f in whole.facts])
+        before = len(llm.received)
         await agent.run(user_msg=question, memory=memory)
-    return [ENCODING.encode_ordinary(serialized(prompt)) for prompt in llm.received]
+        if turn_calls is not None:
+            turn_calls.append(len(llm.received) - before)
+    return llm.received
+
+
+def tokens_of(prompts: list[list[ChatMessage]]) -> list[list[int]]:
+    return [ENCODING.encode_ordinary(serialized(prompt)) for prompt in prompts]
 
 
 def cacheable_share(prompts: list[list[int]]) -> float:
@@ -91,7 +102,7 @@ def cacheable_share(prompts: list[list[int]]) -> float:
 async def test_context_placement_keeps_everything_before_the_new_turn_in_the_prefix(
     engine, giulia, script
 ) -> None:
-    prompts = await conversation(engine, giulia, script, "context")
+    prompts = tokens_of(await conversation(engine, giulia, script, "context"))
     figures = {"context": cacheable_share(prompts)}
     last = {"context": common_prefix(prompts[-2], prompts[-1]) / len(prompts[-1])}
     assert len(prompts) == 10
@@ -106,7 +117,7 @@ async def test_context_placement_keeps_everything_before_the_new_turn_in_the_pre
 
     # The same conversation with the block in the system message, for another engineer.
     other = Identity(giulia.account, "giulia-system", giulia.agent)
-    in_system = await conversation(engine, other, script, "system")
+    in_system = tokens_of(await conversation(engine, other, script, "system"))
     figures["system"] = cacheable_share(in_system)
     last["system"] = common_prefix(in_system[-2], in_system[-1]) / len(in_system[-1])
     print(f"\ncacheable share over 10 turns {figures}, of the 10th prompt {last}")
