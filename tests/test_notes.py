@@ -381,3 +381,56 @@ def test_a_thousand_versions_are_redacted_at_once(engine: MemoryEngine, giulia: 
         changed = _notes.redact(conn, "acme", [*range(10_000, 10_999), shown], range(1, 1001))
     assert changed == 1
     assert engine.notes(giulia, "t")[0].text.split("\n")[-1] == REDACTED
+
+
+def test_an_erasure_waits_for_a_note_being_kept_and_then_redacts_it(
+    engine: MemoryEngine, db_url: str, giulia: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A note holds what it shows while it is kept: an erasure that comes meanwhile waits for it,
+    then redacts it, on PostgreSQL (row locks) and SQLite (one writer) alike. The note shows a
+    version corrected since its block was read, which the erasure's own end of the true
+    version does not touch."""
+    import threading
+    import time
+
+    engine.remember(giulia, "health", "Giulia is allergic to peanuts")
+    holding, go = threading.Event(), threading.Event()
+    lines_of = _notes.lines_of
+
+    def paused(block: object) -> object:
+        holding.set()  # inside the note's transaction, what it shows held
+        assert go.wait(30)
+        return lines_of(block)  # type: ignore[arg-type]
+
+    noted_at = ContextMethods._noted
+
+    def corrected_first(self: MemoryEngine, *args: object, **kwargs: object) -> object:
+        with MemoryEngine(db_url) as other:  # the note will show a version no longer true
+            other.correct(giulia, "health", "Giulia is allergic to hazelnuts")
+        return noted_at(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ContextMethods, "_noted", corrected_first)
+    monkeypatch.setattr(_notes, "lines_of", paused)
+    noted = threading.Thread(
+        target=engine.get_context, args=(giulia, "peanuts"), kwargs={"conversation": "t"}
+    )
+    noted.start()
+    assert holding.wait(30)
+    failures: list[BaseException] = []
+
+    def erase() -> None:
+        try:
+            with MemoryEngine(db_url) as other:
+                other.forget(giulia, "health", erase=True)
+        except BaseException as failed:  # reported below
+            failures.append(failed)
+
+    erasing = threading.Thread(target=erase)
+    erasing.start()
+    time.sleep(0.5)  # the erasure is under way, waiting for the note
+    go.set()
+    noted.join()
+    erasing.join()
+    assert failures == []
+    assert "peanuts" not in engine.notes(giulia, "t")[0].text
+    assert not any("peanuts" in (v or "") for v in snapshot(engine).values())
