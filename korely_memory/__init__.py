@@ -31,6 +31,7 @@ from ._types import (
     Note,
     Operation,
     SearchResult,
+    StoreItem,
     TrimReport,
 )
 
@@ -62,6 +63,7 @@ __all__ = [
     "SchemaVersionError",
     "Scope",
     "SearchResult",
+    "StoreItem",
     "TrimReport",
     "UserExport",
     "__version__",

@@ -15,7 +15,7 @@ import secrets
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _marks, _notes, _versions, _word_index
+from . import _items, _marks, _notes, _versions, _word_index
 from ._schema import account_row, admins, erasures, facts, memories, personal_row
 from ._types import ErasureReport, TrimReport
 from ._vectors import forget_vectors
@@ -35,8 +35,10 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
         memories.c.account == account, memories.c.owner_key == user
     )
 
+    versions = _versions.by_ids(conn, conn.execute(personal).scalars().all())
     texts = [
-        *(fact_text(f) for f in _versions.by_ids(conn, conn.execute(personal).scalars().all())),
+        *(fact_text(f) for f in versions),
+        *(f.content for f in versions),  # as a store's search embeds them
         *conn.execute(sa.select(memories.c.content).where(memories.c.id.in_(their_memories)))
         .scalars()
         .all(),
@@ -44,6 +46,7 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
     forget_vectors(conn, texts)
     n_marks = _marks.delete_for_person(conn, account, user, personal)
     n_notes = _notes.erase(conn, account, user)
+    n_items = _items.erase(conn, account, user)
     # Account facts may point into the versions about to go.
     conn.execute(
         facts.update().where(facts.c.replaced_by_id.in_(personal)).values(replaced_by_id=None)
@@ -73,6 +76,7 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
         admin_grants=n_admin,
         account_facts_kept=kept,
         notes=n_notes,
+        items=n_items,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any, cast
 from sqlalchemy import (
     BigInteger,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -415,6 +416,45 @@ class NoteRow(Base):
     )
 
 
+class ItemRow(Base):
+    """An item of a LangGraph store: a JSON value kept beside the fact that shows it.
+
+    ``namespace`` is the item's labels joined by '.', which no label holds. The fact under
+    ``fact_key`` in the namespace (account, agent, owner) holds the item's words; ``fact_id`` is
+    the version the last put recorded. ``expires_at`` is when the item expires unless read or
+    written again (``ttl`` minutes after the last). ``embed`` is what the put said to embed
+    (JSON: null for the store's default, false, or a list of paths). Revision 0005.
+    """
+
+    __tablename__ = "korely_items"
+
+    account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    namespace: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    owner_key: Mapped[str] = mapped_column(String(NAME))
+    fact_key: Mapped[str] = mapped_column(String(100))
+    fact_id: Mapped[int] = mapped_column(Id)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    ttl: Mapped[float | None] = mapped_column(Float)
+    embed: Mapped[str] = mapped_column(Text)
+    # Last: on SQLite, the columns before a long text are read without its overflow pages.
+    value: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (
+        # One item per fact: two items never show the same words.
+        Index("uq_korely_items_fact", "account", "agent", "owner_key", "fact_key", unique=True),
+        # A person's items under every agent definition: erasure.
+        Index("ix_korely_items_owner_only", "account", "owner_key"),
+        # The last written first: a page of a search reads no more rows than it shows.
+        Index("ix_korely_items_recent", "account", "agent", "updated_at"),
+        # Items whose time to live may run out: the sweep.
+        Index("ix_korely_items_expires", "expires_at"),
+    )
+
+
 class AdminRow(Base):
     __tablename__ = "korely_admins"
 
@@ -442,6 +482,7 @@ marks = cast(Table, MarkRow.__table__)
 admins = cast(Table, AdminRow.__table__)
 erasures = cast(Table, ErasureRow.__table__)
 notes = cast(Table, NoteRow.__table__)
+items = cast(Table, ItemRow.__table__)
 fact_terms = cast(Table, FactTermRow.__table__)
 fact_counts = cast(Table, FactCountRow.__table__)
 memory_terms = cast(Table, MemoryTermRow.__table__)

@@ -326,6 +326,38 @@ class CaptureReport:
 
 
 @dataclass(frozen=True)
+class StoreItem:
+    """An item of a LangGraph store as the engine keeps it (``langchain_korely.KorelyStore``).
+
+    Its words are a fact's: ``written_id`` is the version its last put recorded, ``fact_id``
+    the version true now under ``fact_key`` and ``text`` its words (another version when
+    something corrected the fact since the put). Items whose fact is no longer true are not
+    read at all.
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    owner: str | None
+    fact_key: str
+    written_id: int
+    fact_id: int
+    text: str
+    expires_at: dt.datetime | None = None
+    ttl: float | None = None
+    """Minutes the item lives after it was last read or written; None: for ever."""
+    index: list[str] | bool | None = None
+    """What its put said to embed: None for the store's default, False for nothing, or paths."""
+
+    @property
+    def corrected(self) -> bool:
+        """Whether something else changed the fact's words since the item's last put."""
+        return self.fact_id != self.written_id
+
+
+@dataclass(frozen=True)
 class ErasureReport:
     """What ``erase_user`` removed, by kind.
 
@@ -344,6 +376,8 @@ class ErasureReport:
     scrubbed: bool = False
     notes: int = 0
     """Notes of their conversations deleted."""
+    items: int = 0
+    """Items of LangGraph stores (``KorelyStore``) in their namespaces deleted."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ naming the field. The limits and the checks an adapter needs are public in
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any
 
@@ -22,6 +23,11 @@ MIN_BUDGET, MAX_BUDGET = 50, 8000
 DEFAULT_BUDGET = 800
 DEFAULT_HOLD = dt.timedelta(minutes=10)
 MAX_HOLD = dt.timedelta(days=1)
+
+MAX_NAMESPACE = 255
+MAX_ITEM_KEY = 255
+MAX_VALUE = 100_000
+"""Characters of a store item's value as JSON."""
 
 _KEY = re.compile(rf"[a-z0-9][a-z0-9._:-]{{0,{MAX_KEY - 1}}}")
 _SPACES = re.compile(r" +")
@@ -118,6 +124,11 @@ def key(value: Any) -> str:
             f"'_', ':' or '-', starting with a letter or digit (got {value[:40]!r})",
         )
     return normal
+
+
+def is_key(value: str) -> bool:
+    """Whether ``value`` is a key as the engine keeps it (normalised already)."""
+    return _KEY.fullmatch(value) is not None
 
 
 def content(value: Any, *, field: str = "content", limit: int = MAX_CONTENT) -> str:
@@ -283,3 +294,88 @@ def hold(value: Any, default: dt.timedelta) -> dt.timedelta | None:
         said = f"{given:g} seconds" if given is not value else f"{value.total_seconds():g} seconds"
         raise InvalidRequest("hold", f"must be more than 0 and at most a day, got {said}")
     return value
+
+
+# -- the items of LangGraph stores ------------------------------------------------------------
+
+
+def item_namespace(value: Any, field: str = "namespace") -> tuple[str, ...]:
+    """A namespace an item may be kept under: labels that are non-empty strings without '.'."""
+    if not isinstance(value, (tuple, list)) or not value:
+        raise InvalidRequest(field, "must be a non-empty tuple of labels")
+    for label in value:
+        if not isinstance(label, str) or not label:
+            raise InvalidRequest(field, f"labels must be non-empty strings, got {label!r}")
+        if "." in label:
+            raise InvalidRequest(field, f"labels must not contain '.', got {label!r}")
+        _no_nul(field, label)
+    length = len(".".join(value))
+    if length > MAX_NAMESPACE:
+        raise InvalidRequest(
+            field, f"must be at most {MAX_NAMESPACE} characters with its dots, got {length}"
+        )
+    return tuple(value)
+
+
+def item_key(value: Any) -> str:
+    """An item's key: any non-empty string of at most ``MAX_ITEM_KEY`` characters, kept exactly."""
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest("key", f"must be a non-empty string, got {value!r}")
+    if len(value) > MAX_ITEM_KEY:
+        raise InvalidRequest("key", f"must be at most {MAX_ITEM_KEY} characters, got {len(value)}")
+    return _no_nul("key", value)
+
+
+def item_value(value: Any) -> str:
+    """An item's value as the JSON kept: a dict with string keys, at most ``MAX_VALUE`` long."""
+    if not isinstance(value, dict):
+        raise InvalidRequest("value", f"must be a dict, not {type(value).__name__}")
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        raise InvalidRequest("value", f"must be JSON (dicts with string keys): {error}") from None
+    if not _string_keys(value):
+        raise InvalidRequest("value", "must be JSON: every object key must be a string")
+    if "\\u0000" in text and _holds_nul(value):
+        raise InvalidRequest("value", "must not contain a NUL character in any string")
+    if len(text) > MAX_VALUE:
+        raise InvalidRequest(
+            "value", f"must be at most {MAX_VALUE} characters as JSON, got {len(text)}"
+        )
+    _no_nul("value", text)
+    return text
+
+
+def item_index(value: Any) -> str:
+    """What a put said to embed, as kept: null, false, or a list of paths."""
+    if value is None or value is False:
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(p, str) and p for p in value):
+        return json.dumps(list(value))
+    raise InvalidRequest("index", f"must be None, False or a list of field paths, got {value!r}")
+
+
+def _string_keys(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _string_keys(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_string_keys(v) for v in value)
+    return True
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
+def _no_nul(field: str, text: str) -> str:
+    if "\x00" in text:
+        raise InvalidRequest(field, "must not contain a NUL character")
+    if _has_surrogate(text):
+        raise InvalidRequest(field, "must be valid Unicode (no lone surrogates)")
+    return text

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from . import _expiry, _marks, _memories, _notes, _versions
+from . import _expiry, _items, _marks, _memories, _notes, _versions
 from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
 from ._identity import EndCause, Identity, Scope
 from ._schema import facts
@@ -208,6 +208,7 @@ def _erase_key(conn: Connection, w: Writer, fact: Fact) -> None:
     # After the rows are written: a note being kept holds them (FOR SHARE), so this waits for it
     # to commit, and then sees it.
     _notes.redact(conn, fact.account, [v.id for v in versions], gone)
+    _items.erase_fact(conn, fact)
 
 
 def _check_interval(start: dt.datetime, until: dt.datetime | None) -> None:

@@ -26,9 +26,12 @@ from ._validation import (
     MAX_BUDGET,
     MAX_CONTENT,
     MAX_HOLD,
+    MAX_ITEM_KEY,
     MAX_KEY,
     MAX_MEMORY,
     MAX_NAME,
+    MAX_NAMESPACE,
+    MAX_VALUE,
     MIN_BUDGET,
 )
 
@@ -38,13 +41,17 @@ __all__ = [
     "MAX_BUDGET",
     "MAX_CONTENT",
     "MAX_HOLD",
+    "MAX_ITEM_KEY",
     "MAX_KEY",
     "MAX_MEMORY",
     "MAX_NAME",
+    "MAX_NAMESPACE",
+    "MAX_VALUE",
     "MIN_BUDGET",
     "check_changes",
     "check_hold",
     "check_identity",
+    "check_item",
     "check_max_facts",
     "check_reader",
     "check_token_budget",
@@ -64,6 +71,23 @@ def check_identity(who: Any) -> Identity:
         InvalidRequest: A name breaks the name rule; ``field`` says which.
     """
     return _validation.identity(who)
+
+
+def check_item(namespace: Any, key: Any, value: Any | None = None) -> None:
+    """Check a store item (``MemoryEngine.put_item``, ``KorelyStore``) before it is written.
+
+    Args:
+        namespace: Non-empty labels without '.', ``MAX_NAMESPACE`` characters in all at most.
+        key: A non-empty string of ``MAX_ITEM_KEY`` characters at most.
+        value: A JSON object of ``MAX_VALUE`` characters at most, or None (a delete).
+
+    Raises:
+        InvalidRequest: One of them breaks its rule; ``field`` says which.
+    """
+    _validation.item_namespace(namespace)
+    _validation.item_key(key)
+    if value is not None:
+        _validation.item_value(value)
 
 
 def check_reader(reader: str | None) -> str | None:

@@ -155,6 +155,13 @@ def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
             ("add_index", "ix_korely_notes_owner_only"),
             ("add_table", "korely_notes"),
         ],
+        "0005": [
+            ("add_index", "ix_korely_items_expires"),
+            ("add_index", "ix_korely_items_owner_only"),
+            ("add_index", "ix_korely_items_recent"),
+            ("add_index", "uq_korely_items_fact"),
+            ("add_table", "korely_items"),
+        ],
     }
     assert sorted(adds) == list(REVISIONS[1:])
     for at, revision in enumerate(REVISIONS[:-1]):

@@ -30,6 +30,7 @@ from .._words import Words
 from .context import ContextMethods
 from .core import Clock
 from .facts import FactMethods
+from .items import ItemMethods
 from .memories import MemoryMethods
 from .review import ReviewMethods
 from .upkeep import UpkeepMethods
@@ -66,7 +67,9 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, UpkeepMethods):
+class MemoryEngine(
+    FactMethods, ReviewMethods, ContextMethods, MemoryMethods, UpkeepMethods, ItemMethods
+):
     """Durable, correctable memory for agents.
 
     Args:
@@ -160,6 +163,8 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
         # Versions handed over by reads whose marks gave way, marked by the reader's next read.
         self._owed: OrderedDict[tuple[str, str], dict[int, Fact]] = OrderedDict()
         self._owed_lock = threading.Lock()
+        self._store_rankings = {}
+        self._store_rankings_lock = threading.Lock()
         # In-memory SQLite is one connection shared by every thread: take turns on it.
         self._serial: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if _database.is_memory_sqlite(self.url) else contextlib.nullcontext()
@@ -252,3 +257,11 @@ class MemoryEngine(FactMethods, ReviewMethods, ContextMethods, MemoryMethods, Up
     ascrub = _twin(UpkeepMethods.scrub)
     adelete_reader = _twin(UpkeepMethods.delete_reader)
     atrim = _twin(UpkeepMethods.trim)
+    aput_item = _twin(ItemMethods.put_item)
+    adelete_item = _twin(ItemMethods.delete_item)
+    aget_items = _twin(ItemMethods.get_items)
+    alist_items = _twin(ItemMethods.list_items)
+    arefresh_items = _twin(ItemMethods.refresh_items)
+    aitem_namespaces = _twin(ItemMethods.item_namespaces)
+    asweep_items = _twin(ItemMethods.sweep_items)
+    arelevance = _twin(ItemMethods.relevance)

@@ -30,6 +30,11 @@ ADDED_LATER = frozenset(
         "korely_notes",
         "ix_korely_notes_owner_only",
         "ix_korely_notes_created",
+        "korely_items",
+        "uq_korely_items_fact",
+        "ix_korely_items_owner_only",
+        "ix_korely_items_expires",
+        "ix_korely_items_recent",
     }
 )
 """Indexes, tables and columns (``table.column``) that revisions after the baseline create: the

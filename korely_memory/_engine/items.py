@@ -1,0 +1,312 @@
+"""The items of LangGraph stores: ``MemoryEngine``'s item methods, which ``KorelyStore`` calls.
+
+An item's words are a fact's: a put records the fact (a new version when the words
+changed) and keeps the item's JSON value beside it, in one transaction; a delete forgets
+the fact. Reads return only items whose fact is true.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.engine import Connection, Row
+
+from .. import _expiry, _items, _validation, _versions, _writes
+from .._embedders import Embedder, check_embed
+from .._errors import InvalidRequest
+from .._identity import EndCause, Identity
+from .._ranking import Ranking
+from .._types import Fact, StoreItem
+from .core import EngineCore
+
+Ref = tuple[tuple[str, ...], str]
+"""An item's namespace and key."""
+
+_SWEEP = 500  # items a sweep ends per transaction
+_RANKINGS_KEPT = 8  # embedders of stores' indexes whose vectors a process keeps
+
+
+class ItemMethods(EngineCore):
+    """The items of LangGraph stores: ``MemoryEngine``'s item methods."""
+
+    _store_rankings: dict[int, tuple[Embedder, Ranking]]
+    _store_rankings_lock: threading.Lock
+
+    def put_item(
+        self,
+        who: Identity,
+        namespace: Sequence[str],
+        key: str,
+        value: dict[str, Any],
+        *,
+        text: str,
+        home: int = 0,
+        ttl: float | None = None,
+        index: list[str] | bool | None = None,
+    ) -> Fact:
+        """Keep ``value`` as the item ``key`` of ``namespace``, and its words as a fact of ``who``.
+
+        Args:
+            who: Whose memory the namespace is.
+            namespace: The item's labels: non-empty, without '.', 255 characters in all at most.
+            key: The item's key, kept exactly (1 to 255 characters).
+            value: A JSON object (100,000 characters at most).
+            text: The fact's words (1 to 2000 characters): what a block shows of the item.
+            home: How many leading labels of ``namespace`` name ``who``. The fact's key is
+                ``key`` itself when the namespace has no other label and ``key`` is a key as
+                the engine keeps them; else a slug of the other labels and the key, with a digest.
+            ttl: Minutes the item lives after it is last read or written (None: for ever).
+            index: What a store embeds of it: None for its default, False, or field paths.
+
+        Returns:
+            The fact true after the put (the same one when ``text`` did not change).
+
+        Raises:
+            InvalidRequest: An argument breaks a rule (``field`` names it), or another item
+                of the namespace already holds the fact this one would.
+        """
+        who = _validation.identity(who)
+        ns = _validation.item_namespace(namespace)
+        key = _validation.item_key(key)
+        kept = _validation.item_value(value)
+        words = _validation.content(text, field="text")
+        home = _validation.count("home", home)
+        minutes = _ttl(ttl)
+        embed = _validation.item_index(index)
+        fact_key = _items.fact_key(ns[home:], key)
+        account, agent, owner_key = who.account, who.agent, who.user or ""
+
+        def work(conn: Connection) -> Fact:
+            _versions.lock_person(conn, account, who.user)
+            _versions.lock_key(conn, who, fact_key)
+            existing = _items.row(conn, account, agent, ns, key)
+            other = _items.holder(conn, account, agent, owner_key, fact_key)
+            if other is not None and (other.namespace, other.key) != (_items.joined(ns), key):
+                raise InvalidRequest(
+                    "key",
+                    f"holds the same fact ({fact_key}) as the item {other.key!r} of "
+                    f"{_items.split(other.namespace)}: choose another key",
+                )
+            if existing is not None and (existing.owner_key, existing.fact_key) != (
+                owner_key,
+                fact_key,
+            ):
+                self._end_item_fact(conn, existing)  # the namespace now maps elsewhere
+            fact = _writes.record(conn, self._writer, who, fact_key, words)
+            _items.keep(
+                conn,
+                account=account,
+                agent=agent,
+                ns=ns,
+                key=key,
+                owner_key=owner_key,
+                fact_key=fact_key,
+                fact_id=fact.id,
+                value=kept,
+                index=embed,
+                ttl=minutes,
+                now=self._now(conn),
+                existing=existing,
+            )
+            return fact
+
+        return self._write(work)
+
+    def delete_item(self, account: str, agent: str, namespace: Sequence[str], key: str) -> bool:
+        """Delete the item ``key`` of ``namespace`` and forget its fact (history keeps it).
+
+        Returns:
+            Whether there was such an item.
+        """
+        _validation.name("account", account)
+        _validation.name("agent", agent)
+        ns = _validation.item_namespace(namespace)
+        key = _validation.item_key(key)
+
+        def work(conn: Connection) -> bool:
+            existing = _items.row(conn, account, agent, ns, key)
+            if existing is None:
+                return False
+            self._end_item_fact(conn, existing)
+            _items.drop(conn, account, agent, ns, key)
+            return True
+
+        return self._write(work)
+
+    def get_items(
+        self,
+        account: str,
+        agent: str,
+        refs: Sequence[Ref],
+        *,
+        live: bool = False,
+        refresh: bool = False,
+    ) -> list[StoreItem | None]:
+        """The items of ``refs`` (None where there is none), in their order.
+
+        Args:
+            account: The account.
+            agent: The agent definition.
+            refs: (namespace, key) pairs.
+            live: Leave out items past their time to live that no sweep deleted yet.
+            refresh: Give each item found that has a time to live its whole time again.
+        """
+        _validation.name("account", account)
+        _validation.name("agent", agent)
+        wanted = [(tuple(ns), key) for ns, key in refs]
+
+        def read(conn: Connection) -> dict[Ref, StoreItem]:
+            return _items.read(conn, account, agent, wanted, self._now_or_server(conn), live=live)
+
+        found = self._read(read)
+        if refresh:
+            self.refresh_items(account, agent, [r for r in wanted if _ages(found.get(r))])
+        return [found.get(r) for r in wanted]
+
+    def list_items(
+        self,
+        account: str,
+        agent: str,
+        prefix: Sequence[str] = (),
+        *,
+        live: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        equal: Mapping[str, str | int | float] | None = None,
+    ) -> list[StoreItem]:
+        """The items whose namespace starts with the labels of ``prefix``, the last written first.
+
+        Args:
+            live: Leave out items past their time to live that no sweep deleted yet.
+            limit: At most this many (None: all).
+            offset: Skip this many first.
+            equal: Only items whose value's top-level fields hold these strings or numbers
+                (a number equals a number of the same value; never a string or a boolean).
+        """
+        _validation.name("account", account)
+        _validation.name("agent", agent)
+        labels = tuple(prefix)
+        if limit is not None:
+            _validation.count("limit", limit)
+        _validation.count("offset", offset)
+        return self._read(
+            lambda conn: _items.under(
+                conn,
+                account,
+                agent,
+                labels,
+                self._now_or_server(conn),
+                live=live,
+                limit=limit,
+                offset=offset,
+                equal=equal,
+            )
+        )
+
+    def refresh_items(self, account: str, agent: str, refs: Sequence[Ref]) -> int:
+        """Give the items of ``refs`` that have a time to live, and have not run out of it,
+        their whole time again. Returns how many."""
+        _validation.name("account", account)
+        _validation.name("agent", agent)
+        wanted = [(tuple(ns), key) for ns, key in refs]
+        if not wanted:
+            return 0
+        return self._write(
+            lambda conn: _items.refresh(conn, account, agent, wanted, self._now(conn))
+        )
+
+    def item_namespaces(
+        self, account: str, agent: str, *, live: bool = False
+    ) -> list[tuple[str, ...]]:
+        """Every namespace that holds an item, in order (``live``: counting live items only)."""
+        _validation.name("account", account)
+        _validation.name("agent", agent)
+        return self._read(
+            lambda conn: _items.namespaces(
+                conn, account, agent, self._now_or_server(conn), live=live
+            )
+        )
+
+    def sweep_items(self) -> int:
+        """Delete every item past its time to live, its fact ended as expired then.
+
+        Returns:
+            How many items were deleted.
+        """
+        done = 0
+        while True:
+
+            def work(conn: Connection) -> int:
+                rows = _items.run_out(conn, self._now(conn), _SWEEP)
+                for row in rows:
+                    self._end_item_fact(conn, row, cause=EndCause.EXPIRED, at=row.expires_at)
+                    _items.drop(conn, row.account, row.agent, _items.split(row.namespace), row.key)
+                return len(rows)
+
+            swept = self._write(work)
+            done += swept
+            if swept < _SWEEP:
+                return done
+
+    def relevance(
+        self, query: str, texts: Sequence[str], *, embed: Embedder | None = None
+    ) -> list[float]:
+        """How relevant each text is to ``query``: the engine's ranking (BM25 over its words, or
+        the cosine of its ``embed=``), or the cosine of ``embed``'s vectors when one is given."""
+        if not isinstance(query, str):
+            raise InvalidRequest("query", f"must be a string, not {type(query).__name__}")
+        check_embed(embed)
+        ranking = self._ranking if embed is None else self._store_ranking(embed)
+        scores = self._read(lambda conn: ranking.scores(query, list(texts), conn))
+        if embed is None:
+            self._keep_vectors()
+        return scores
+
+    def _store_ranking(self, embed: Embedder) -> Ranking:
+        """A ranking by ``embed``'s vectors, which this process keeps (a store's index)."""
+        with self._store_rankings_lock:
+            found = self._store_rankings.get(id(embed))
+            if found is None or found[0] is not embed:
+                while len(self._store_rankings) >= _RANKINGS_KEPT:
+                    self._store_rankings.pop(next(iter(self._store_rankings)))
+                found = self._store_rankings[id(embed)] = (embed, Ranking(self._words, embed))
+            return found[1]
+
+    def _end_item_fact(
+        self,
+        conn: Connection,
+        row: Row[Any],
+        *,
+        cause: EndCause | None = None,
+        at: dt.datetime | None = None,
+    ) -> None:
+        """Forget the fact that holds an item's words, if it is still true."""
+        who = Identity(row.account, row.owner_key or None, row.agent)
+        _versions.lock_person(conn, who.account, who.user)
+        _versions.lock_key(conn, who, row.fact_key)
+        own = _versions.own_current(conn, who, row.fact_key)
+        if own is None or not _expiry.holds(own, self._now(conn)):
+            return
+        _writes.end(
+            conn,
+            self._writer,
+            who,
+            row.fact_key,
+            cause=cause,
+            at=None if at is None else max(at, own.valid_from),
+        )
+
+
+def _ttl(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidRequest("ttl", f"must be a positive number of minutes or None, got {value!r}")
+    return float(value)
+
+
+def _ages(item: StoreItem | None) -> bool:
+    return item is not None and item.ttl is not None
