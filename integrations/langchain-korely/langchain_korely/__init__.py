@@ -21,6 +21,7 @@ from langchain_korely.capture import (
     korely_extractor,
 )
 from langchain_korely.middleware import KorelyMiddleware
+from langchain_korely.store import KorelyStore
 from langchain_korely.tools import (
     KorelyCorrect,
     KorelyForget,
@@ -41,6 +42,7 @@ __all__ = [
     "KorelyMemory",
     "KorelyMiddleware",
     "KorelyRemember",
+    "KorelyStore",
     "KorelyTool",
     "korely_extractor",
     "korely_tools",

@@ -1,0 +1,469 @@
+"""``KorelyStore``: a LangGraph ``BaseStore`` whose items are korely facts.
+
+Code written for LangGraph's stores (``create_agent(..., store=...)``, tools reading
+``runtime.store``, LangMem's memory tools and manager) runs on it unchanged, and what it
+writes is memory korely keeps: a put records a fact (a new version when its words change,
+history kept, readers told once), a delete forgets it, and the same items are in
+``engine.get_facts`` and in the block ``KorelyMiddleware`` shows.
+
+**Whose memory a namespace is.** ``namespaces`` lists patterns; a namespace that starts
+with a pattern's labels, ``{user}`` standing for any label, is that user's memory (LangMem's
+``("memories", "{langgraph_user_id}")`` is the first pattern by default). Any other
+namespace is the agent's own memory (no user). The account and the agent definition are
+the store's.
+
+**What a value becomes.** The fact's words are the value's ``"content"`` (or ``"text"``,
+``"memory"``) when it is a non-empty string, looked for one level down too (LangMem's manager
+keeps ``{"kind": ..., "content": {"content": ...}}``); a value with no such field is shown as
+its compact JSON. Words past 2000 characters are cut (with "…") in the fact; the value
+itself is kept whole, and every other field stays store-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
+
+from korely_memory import Identity, InvalidRequest, MemoryEngine, StoreItem, limits
+
+USER = "{user}"
+DEFAULT_NAMESPACES: tuple[tuple[str, ...], ...] = (("memories", USER),)
+TEXT_FIELDS = ("content", "text", "memory")
+"""The fields whose string is a fact's words, in the order they are looked for."""
+MAX_WORDS = 2000
+
+Ref = tuple[tuple[str, ...], str]
+_PLAIN_FIELD = re.compile(r"[\w -]+")
+
+
+class KorelyStore(BaseStore):
+    """A LangGraph store on a ``MemoryEngine``: each item is a fact of the user its namespace names.
+
+    Example:
+        ```python
+        from langchain.agents import create_agent
+        from langchain_korely import KorelyStore
+        from korely_memory import MemoryEngine
+
+        store = KorelyStore(MemoryEngine(), account="acme", agent="assistant")
+        agent = create_agent(model, tools=[...], store=store)
+        ```
+
+    Args:
+        engine: The memory.
+        account: The account every item is in.
+        agent: The agent definition whose memory the items are.
+        namespaces: Patterns of the namespaces that are a user's memory; ``{user}`` stands
+            for the label that names the user. Any other namespace is the agent's own.
+        index: LangGraph's index configuration (``embed``, ``dims``, ``fields``): a query then
+            ranks items by the cosine of ``embed``'s vectors of those fields. Without it, a
+            query ranks items by the engine's ranking of their facts (BM25 over its words, or
+            its ``embed=``); items that do not match come after, unscored by it (score 0).
+        ttl: LangGraph's TTL configuration (``default_ttl`` in minutes, ``refresh_on_read``,
+            ``omit_expired``, ``sweep_interval_minutes``).
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        *,
+        account: str = "default",
+        agent: str = "langgraph",
+        namespaces: Sequence[Sequence[str]] = DEFAULT_NAMESPACES,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> None:
+        if not isinstance(engine, MemoryEngine):
+            raise InvalidRequest("engine", f"must be a MemoryEngine, not {type(engine).__name__}")
+        limits.check_identity(Identity(account, None, agent))
+        self.engine = engine
+        self.account = account
+        self.agent = agent
+        self.namespaces = _patterns(namespaces)
+        self.index_config = dict(index) if index else None
+        self.embeddings: Embeddings | None = None
+        self._fields: list[tuple[str, list[str]]] = []
+        if index:
+            self.embeddings = ensure_embeddings(index.get("embed"))
+            self._fields = [(f, tokenize_path(f)) for f in index.get("fields") or ["$"]]
+        self.ttl_config: TTLConfig = TTLConfig(**(ttl or {}))
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- BaseStore ---------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` as LangGraph's stores do: the reads first, in order, on the store as it
+        was before the batch; then the puts, the last to an item winning."""
+        todo = list(ops)
+        for op in todo:
+            if isinstance(op, PutOp):
+                self._check(op)
+            elif not isinstance(op, (GetOp, SearchOp, ListNamespacesOp)):
+                raise InvalidRequest("ops", f"unknown operation {type(op).__name__}")
+        results: list[Result] = [None] * len(todo)
+        for i, op in enumerate(todo):
+            if isinstance(op, GetOp):
+                results[i] = self._get(op)
+            elif isinstance(op, SearchOp):
+                results[i] = self._search(op)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = self._list_namespaces(op)
+        puts = {(op.namespace, op.key): op for op in todo if isinstance(op, PutOp)}
+        for op in puts.values():
+            self._put(op)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # -- time to live ----------------------------------------------------------------------
+
+    def sweep_ttl(self) -> int:
+        """Delete every item past its time to live (its fact ends as expired); returns how many."""
+        return self.engine.sweep_items()
+
+    async def asweep_ttl(self) -> int:
+        return await asyncio.to_thread(self.sweep_ttl)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
+        """Sweep in a background thread every ``sweep_interval_minutes`` (or the configured
+        interval, or 5 minutes) until ``stop_ttl_sweeper``."""
+        minutes = sweep_interval_minutes or self.ttl_config.get("sweep_interval_minutes") or 5
+        if self._sweeper is not None and self._sweeper.is_alive():
+            return self._sweeper
+        self._stop.clear()
+
+        def sweep() -> None:
+            while not self._stop.wait(minutes * 60):
+                self.sweep_ttl()
+
+        self._sweeper = threading.Thread(target=sweep, name="korely-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+        return self._sweeper
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the background sweeps; returns whether the thread ended within ``timeout``."""
+        self._stop.set()
+        if self._sweeper is None:
+            return True
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+    # -- the mapping -----------------------------------------------------------------------
+
+    def whose(self, namespace: Sequence[str]) -> tuple[Identity, int]:
+        """Whose memory ``namespace`` is, and how many of its labels say so."""
+        for pattern in self.namespaces:
+            if len(namespace) >= len(pattern) and all(
+                p in (USER, label) for p, label in zip(pattern, namespace, strict=False)
+            ):
+                user = namespace[pattern.index(USER)] if USER in pattern else None
+                try:
+                    return limits.check_identity(Identity(self.account, user, self.agent)), len(
+                        pattern
+                    )
+                except InvalidRequest as refused:
+                    raise InvalidRequest(
+                        "namespace", f"names a user the engine refuses: {refused.message}"
+                    ) from None
+        return Identity(self.account, None, self.agent), 0
+
+    # -- operations ------------------------------------------------------------------------
+
+    def _check(self, op: PutOp) -> None:
+        limits.check_item(op.namespace, op.key, op.value)
+        if op.value is not None:
+            self.whose(op.namespace)
+
+    def _put(self, op: PutOp) -> None:
+        if op.value is None:
+            self.engine.delete_item(self.account, self.agent, op.namespace, op.key)
+            return
+        who, home = self.whose(op.namespace)
+        value = dict(op.value)
+        self.engine.put_item(
+            who,
+            op.namespace,
+            op.key,
+            value,
+            text=words_of(value),
+            home=home,
+            ttl=op.ttl,
+            index=op.index,
+        )
+
+    def _get(self, op: GetOp) -> Item | None:
+        (found,) = self.engine.get_items(
+            self.account,
+            self.agent,
+            [(tuple(op.namespace), op.key)],
+            live=self._live,
+            refresh=op.refresh_ttl,
+        )
+        return None if found is None else _item(found)
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        equal, rest = _split_filter(op.filter or {})
+        scored: list[tuple[StoreItem, float | None]]
+        if not rest and not op.query:  # the database pages what it filtered exactly
+            page = self.engine.list_items(
+                self.account,
+                self.agent,
+                prefix,
+                live=self._live,
+                limit=op.limit,
+                offset=op.offset,
+                equal=equal,
+            )
+            scored = [(i, None) for i in page]
+        else:
+            found = self.engine.list_items(
+                self.account, self.agent, prefix, live=self._live, equal=equal
+            )
+            if rest:
+                found = [i for i in found if matches(_value(i), rest)]
+            ranked = self._ranked(op.query, found) if op.query else [(i, None) for i in found]
+            scored = list(ranked[op.offset : op.offset + op.limit])
+        if op.refresh_ttl:
+            aging = [(i.namespace, i.key) for i, _ in scored if i.ttl is not None]
+            if aging:
+                self.engine.refresh_items(self.account, self.agent, aging)
+        return [_search_item(i, score) for i, score in scored]
+
+    def _ranked(self, query: str, found: list[StoreItem]) -> list[tuple[StoreItem, float | None]]:
+        if self.embeddings is None:
+            scores = self.engine.relevance(query, [_words(i) for i in found])
+            order = sorted(range(len(found)), key=lambda n: -scores[n])
+            return [(found[n], scores[n]) for n in order]
+        texts = [self._embedded(i) for i in found]
+        flat = [t for some in texts for t in some]
+        scores = self.engine.relevance(query, flat, embed=self.embeddings)
+        by_text = dict(zip(flat, scores, strict=True))
+        best = [max((by_text[t] for t in some), default=None) for some in texts]
+        order = sorted(range(len(found)), key=lambda n: (best[n] is None, -(best[n] or 0.0)))
+        return [(found[n], best[n]) for n in order]
+
+    def _embedded(self, item: StoreItem) -> list[str]:
+        """The texts of ``item`` its index embeds (none when its put said ``index=False``)."""
+        if item.index is False:
+            return []
+        value = _value(item)
+        paths = (
+            self._fields
+            if item.index is None or item.index is True
+            else [(p, tokenize_path(p)) for p in item.index]
+        )
+        texts: list[str] = []
+        for path, tokens in paths:
+            if path == "$":
+                texts.append(json.dumps(value, ensure_ascii=False))
+            else:
+                texts.extend(get_text_at_path(value, tokens))
+        return texts
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        found = self.engine.item_namespaces(self.account, self.agent, live=self._live)
+        conditions = op.match_conditions or ()
+        kept = [ns for ns in found if all(_matches(c, ns) for c in conditions)]
+        if op.max_depth is not None:
+            kept = sorted({ns[: op.max_depth] for ns in kept})
+        return kept[op.offset : op.offset + op.limit]
+
+    @property
+    def _live(self) -> bool:
+        return bool(self.ttl_config.get("omit_expired", False))
+
+
+def words_of(value: dict[str, Any]) -> str:
+    """The words of the fact that shows ``value``: its text field, else its compact JSON."""
+    text = _text_in(value)
+    if text is None:
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    text = text.strip()
+    return text if len(text) <= MAX_WORDS else text[: MAX_WORDS - 1] + "…"
+
+
+def matches(value: dict[str, Any], where: dict[str, Any]) -> bool:
+    """Whether ``value`` meets LangGraph's ``filter``: each field equal to the value given
+    (objects and lists compared inside), or meeting its ``$eq``, ``$ne``, ``$gt``, ``$gte``,
+    ``$lt`` and ``$lte``. Values compare as JSON's: a number equals a number of the same value,
+    never a boolean or a string; numbers order with numbers and strings with strings. A field
+    with dots that is not a key of the value is a path into it (``"user.access-level"``)."""
+    return all(_meets(_at(value, field), wanted) for field, wanted in where.items())
+
+
+def _split_filter(where: dict[str, Any]) -> tuple[dict[str, str | int | float], dict[str, Any]]:
+    """The fields of a filter the database checks (a top-level field equal to a string or a
+    number), and the rest, checked here."""
+    equal: dict[str, str | int | float] = {}
+    rest: dict[str, Any] = {}
+    for field, wanted in where.items():
+        if isinstance(wanted, dict) and set(wanted) == {"$eq"}:
+            wanted = wanted["$eq"]
+        plain = isinstance(wanted, (str, int, float)) and not isinstance(wanted, bool)
+        plain = plain and wanted == wanted and "\x00" not in str(wanted)  # no NaN, no NUL
+        if plain and _PLAIN_FIELD.fullmatch(field):
+            equal[field] = wanted
+        else:
+            rest[field] = where[field]
+    return equal, rest
+
+
+def _at(value: dict[str, Any], field: str) -> Any:
+    if field in value or "." not in field:
+        return value.get(field)
+    found: Any = value
+    for part in field.split("."):
+        if not isinstance(found, dict):
+            return None
+        found = found.get(part)
+    return found
+
+
+def _meets(found: Any, wanted: Any) -> bool:
+    if isinstance(wanted, dict):
+        if any(k.startswith("$") for k in wanted):
+            return all(_compare(found, op, v) for op, v in wanted.items())
+        return isinstance(found, dict) and all(_meets(found.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (
+            isinstance(found, (list, tuple))
+            and len(found) == len(wanted)
+            and all(_meets(f, w) for f, w in zip(found, wanted, strict=True))
+        )
+    return _equal(found, wanted)
+
+
+def _equal(found: Any, wanted: Any) -> bool:
+    """JSON's equality: a number equals a number of the same value, never a boolean."""
+    if isinstance(found, bool) != isinstance(wanted, bool):
+        return False
+    return bool(found == wanted)
+
+
+def _compare(found: Any, op: str, wanted: Any) -> bool:
+    if op == "$eq":
+        return _meets(found, wanted)
+    if op == "$ne":
+        return not _meets(found, wanted)
+    if op not in ("$gt", "$gte", "$lt", "$lte"):
+        raise InvalidRequest(
+            "filter", f"unknown operator {op!r}: use $eq, $ne, $gt, $gte, $lt or $lte"
+        )
+    # Numbers with numbers, strings with strings; nothing else is ordered (as in JSON).
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (found, wanted))
+    if not numbers and not (isinstance(found, str) and isinstance(wanted, str)):
+        return False
+    ordered = {"$gt": found > wanted, "$gte": found >= wanted, "$lt": found < wanted}
+    return bool(ordered.get(op, found <= wanted))
+
+
+def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    labels = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
+    if not path:
+        return True
+    return all(p == "*" or p == label for p, label in zip(path, labels, strict=True))
+
+
+def _text_in(value: dict[str, Any], depth: int = 2) -> str | None:
+    for field in TEXT_FIELDS:
+        found = value.get(field)
+        if isinstance(found, str) and found.strip():
+            return found
+        if isinstance(found, dict) and depth > 1:
+            inner = _text_in(found, depth - 1)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _value(item: StoreItem) -> dict[str, Any]:
+    """The item's value, with the words of its fact as true now when something corrected the
+    fact since the put."""
+    return _with_words(item.value, item.text) if item.corrected else item.value
+
+
+def _with_words(value: dict[str, Any], words: str, depth: int = 2) -> dict[str, Any]:
+    for field in TEXT_FIELDS:
+        found = value.get(field)
+        if isinstance(found, str) and found.strip():
+            return {**value, field: words}
+        if isinstance(found, dict) and depth > 1 and _text_in(found, depth - 1) is not None:
+            return {**value, field: _with_words(found, words, depth - 1)}
+    return {**value, "content": words}
+
+
+def _words(item: StoreItem) -> str:
+    return item.text
+
+
+def _item(found: StoreItem) -> Item:
+    return Item(
+        value=_value(found),
+        key=found.key,
+        namespace=found.namespace,
+        created_at=found.created_at,
+        updated_at=found.updated_at,
+    )
+
+
+def _search_item(found: StoreItem, score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=found.namespace,
+        key=found.key,
+        value=_value(found),
+        created_at=found.created_at,
+        updated_at=found.updated_at,
+        score=score,
+    )
+
+
+def _patterns(value: Any) -> tuple[tuple[str, ...], ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidRequest("namespaces", "must be a sequence of namespace patterns (tuples)")
+    found = []
+    for pattern in value:
+        if isinstance(pattern, str) or not isinstance(pattern, Sequence) or not pattern:
+            raise InvalidRequest(
+                "namespaces", f"each pattern must be a non-empty tuple, got {pattern!r}"
+            )
+        labels = tuple(pattern)
+        if not all(isinstance(p, str) and p and "." not in p for p in labels):
+            raise InvalidRequest(
+                "namespaces", f"labels must be non-empty strings without '.', got {pattern!r}"
+            )
+        if labels.count(USER) > 1:
+            raise InvalidRequest("namespaces", f"a pattern names one user at most, got {pattern!r}")
+        found.append(labels)
+    return tuple(found)

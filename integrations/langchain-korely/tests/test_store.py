@@ -1,0 +1,454 @@
+"""`KorelyStore`: LangGraph's store contract on korely's engine, and what korely adds to it.
+
+An item is a fact: a put records it (a new version when its words change), a delete
+forgets it, a correction made elsewhere is what a get returns, erasure takes the items
+with the person. Every test runs on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
+
+from korely_memory import EndCause, Identity, InvalidRequest, MemoryEngine
+from langchain_korely import KorelyStore
+from langchain_korely.store import words_of
+
+ACCOUNT, AGENT = "acme", "assistant"
+GIULIA = Identity(ACCOUNT, "giulia", AGENT)
+TEAM = Identity(ACCOUNT, None, AGENT)
+MINE = ("memories", "giulia")
+
+
+class Clock:
+    """A clock a test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.timezone.utc)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += dt.timedelta(**delta)
+
+
+@pytest.fixture
+def store(engine: MemoryEngine) -> KorelyStore:
+    return KorelyStore(engine, account=ACCOUNT, agent=AGENT)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def timed(db_url: str, clock: Clock) -> Iterator[KorelyStore]:
+    with MemoryEngine(db_url, clock=clock) as engine:
+        yield KorelyStore(engine, account=ACCOUNT, agent=AGENT, ttl={"default_ttl": 10})
+
+
+def rows(engine: MemoryEngine) -> dict[str, int]:
+    with engine.db.connect() as conn:
+        return {
+            table: conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one()
+            for table in ("korely_items", "korely_facts")
+        }
+
+
+# -- the contract: what goes in comes back -------------------------------------------------------
+
+
+NAMESPACES = [
+    MINE,
+    ("Memories", "Giulia Rossi", "Home Office"),
+    ("notes",),
+    ("a", "b", "c", "d", "e"),
+    ("with space ", " and\ttab", "ünïcödé ✓"),
+    ("%", "_", "*", "[x]", "\\"),
+    (str(uuid.UUID(int=7)), "User-ID"),
+]
+KEYS = ["home-city", "Home City", "v1.2.3", str(uuid.UUID(int=42)), "  padded  ", "ÉTÉ", "a/b?c#d"]
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES, ids=repr)
+def test_any_namespace_and_key_round_trip_exactly(
+    store: KorelyStore, namespace: tuple[str, ...]
+) -> None:
+    for n, key in enumerate(KEYS):
+        store.put(namespace, key, {"content": f"item {n}", "n": n})
+    for n, key in enumerate(KEYS):
+        item = store.get(namespace, key)
+        assert item is not None and item.key == key and item.namespace == namespace
+        assert item.value == {"content": f"item {n}", "n": n}
+    assert {i.key for i in store.search(namespace, limit=100)} == set(KEYS)
+    assert namespace in store.list_namespaces()
+
+
+def test_json_values_round_trip_exactly(store: KorelyStore) -> None:
+    value = {
+        "content": "Giulia's profile",
+        "nested": {"list": [1, 2.5, -3e-9, True, False, None, "x"], "empty": {}, "deep": [[{}]]},
+        "big": 2**62,
+        "unicode": "ünïcödé \u2603 \U0001f600",
+        "quotes": "\"'`<memory>",
+        "ordered": {"z": 1, "a": 2},
+    }
+    store.put(MINE, "profile", value)
+    item = store.get(MINE, "profile")
+    assert item is not None
+    assert item.value == value
+    assert json.dumps(item.value) == json.dumps(value)  # the order of the keys too
+
+
+def test_items_carry_their_times_and_a_put_keeps_the_creation(
+    timed: KorelyStore, clock: Clock
+) -> None:
+    timed.put(MINE, "k", {"content": "one"})
+    created = clock.now
+    clock.advance(minutes=3)
+    timed.put(MINE, "k", {"content": "two"})
+    item = timed.get(MINE, "k")
+    assert item is not None
+    assert (item.created_at, item.updated_at) == (created, clock.now)
+
+
+# -- bad input: refused, naming the field, and nothing written -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("namespace", "key", "value", "field"),
+    [
+        (MINE, "k", "not a dict", "value"),
+        (MINE, "k", ["a", "list"], "value"),
+        (MINE, "k", {"content": "x" * 100_001}, "value"),
+        (MINE, "k", {1: "a key that is not a string"}, "value"),
+        (MINE, "k", {"when": dt.date(2026, 1, 1)}, "value"),
+        (MINE, "k", {"nan": float("nan")}, "value"),
+        (MINE, "k", {"content": "a NUL \x00 inside"}, "value"),
+        (MINE, "k", {"nested": [{"nul\x00key": 1}]}, "value"),
+        (MINE, "k" * 256, {"content": "x"}, "key"),
+        (MINE, "", {"content": "x"}, "key"),
+        (MINE, "nul\x00", {"content": "x"}, "key"),
+        (("a.b", "c"), "k", {"content": "x"}, "namespace"),
+        (("",), "k", {"content": "x"}, "namespace"),
+        ((), "k", {"content": "x"}, "namespace"),
+        (("x" * 256,), "k", {"content": "x"}, "namespace"),
+        (("memories", "giu/lia"), "k", {"content": "x"}, "namespace"),
+    ],
+    ids=lambda v: repr(v)[:30],
+)
+def test_a_bad_put_in_a_batch_is_refused_naming_the_field_and_writes_nothing(
+    store: KorelyStore, namespace: Any, key: Any, value: Any, field: str
+) -> None:
+    good = PutOp(MINE, "good", {"content": "would be written"})
+    with pytest.raises(InvalidRequest) as refused:
+        store.batch([good, PutOp(namespace, key, value)])
+    assert refused.value.field == field
+    assert rows(store.engine) == {"korely_items": 0, "korely_facts": 0}
+
+
+def test_langgraph_s_own_namespace_errors_come_through_put(store: KorelyStore) -> None:
+    for namespace in [(), ("a.b",), ("",), ("langgraph", "x")]:
+        with pytest.raises(InvalidNamespaceError):
+            store.put(namespace, "k", {"content": "x"})
+    assert rows(store.engine) == {"korely_items": 0, "korely_facts": 0}
+
+
+FILTERED = {
+    "int": {"n": 3, "s": "50%_off\\now", "nested": {"n": 3}},
+    "float": {"n": 3.0, "s": "50% off"},
+    "bool": {"n": True, "s": "50x_off\\now"},
+    "string": {"n": "3", "s": 'Ünï "quoted" \n line'},
+    "big": {"n": 1e16, "s": "x"},
+    "inside": {"note": '{"n":3}', "s": "the text of another's field"},
+}
+
+
+@pytest.mark.parametrize(
+    ("where", "keys"),
+    [
+        ({"n": 3}, ["float", "int"]),
+        ({"n": 3.0}, ["float", "int"]),
+        ({"n": {"$eq": 3}}, ["float", "int"]),
+        ({"n": 1}, []),  # never the boolean true
+        ({"n": True}, ["bool"]),
+        ({"n": "3"}, ["string"]),
+        ({"n": 1e16}, ["big"]),
+        ({"n": 10**16}, ["big"]),
+        ({"s": "50%_off\\now"}, ["int"]),  # LIKE's wildcards and escape are letters here
+        ({"s": 'Ünï "quoted" \n line'}, ["string"]),
+        ({"nested": {"n": 3}}, ["int"]),
+        ({"nested.n": 3}, ["int"]),
+        ({"n": {"$gt": 2, "$lt": 4}}, ["float", "int"]),
+        ({"n": {"$ne": 3}}, ["big", "bool", "inside", "string"]),
+        ({"n": 3, "s": "50% off"}, ["float"]),
+    ],
+    ids=repr,
+)
+def test_filters_compare_as_json_does(
+    store: KorelyStore, where: dict[str, Any], keys: list[str]
+) -> None:
+    """Equality on a top-level field is checked by the database (and must agree with the rest):
+    numbers by value, never equal to a boolean or a string; text exactly, whatever it holds."""
+    for key, value in FILTERED.items():
+        store.put(("docs",), key, value)
+    found = store.search(("docs",), filter=where, limit=20)
+    assert sorted(i.key for i in found) == keys
+    paged = [store.search(("docs",), filter=where, limit=1, offset=n) for n in range(len(keys))]
+    assert sorted(i.key for page in paged for i in page) == keys
+
+
+def test_a_bad_filter_operator_is_refused_naming_the_field(store: KorelyStore) -> None:
+    store.put(MINE, "k", {"content": "x", "n": 1})
+    with pytest.raises(InvalidRequest) as refused:
+        store.search(MINE, filter={"n": {"$regex": ".*"}})
+    assert refused.value.field == "filter"
+
+
+# -- an item is a fact ---------------------------------------------------------------------------
+
+
+def test_a_put_is_a_fact_of_the_user_the_namespace_names(store: KorelyStore) -> None:
+    store.put(MINE, "home-city", {"content": "Giulia lives in Rome", "source": "chat"})
+    (fact,) = store.engine.get_facts(GIULIA)
+    assert (fact.key, fact.content) == ("home-city", "Giulia lives in Rome")
+    assert "Giulia lives in Rome" in store.engine.get_context(GIULIA, "Where?").text
+    assert store.engine.get_facts(Identity(ACCOUNT, "marco", AGENT)) == []
+
+
+def test_a_put_under_the_same_key_is_a_new_version_and_readers_are_told_once(
+    store: KorelyStore,
+) -> None:
+    engine = store.engine
+    store.put(MINE, "home", {"content": "Giulia lives in Rome"})
+    assert "Rome" in engine.get_context(GIULIA, reader="bot").text
+    store.put(MINE, "home", {"content": "Giulia lives in Milan"})
+    told = engine.get_context(GIULIA, reader="bot")
+    assert [(c.was.content, c.now.content if c.now else None) for c in told.changed] == [
+        ("Giulia lives in Rome", "Giulia lives in Milan")
+    ]
+    assert engine.get_context(GIULIA, reader="bot").changed == ()
+    assert [v.content for v in engine.history(GIULIA, "home")] == [
+        "Giulia lives in Rome",
+        "Giulia lives in Milan",
+    ]
+
+
+def test_a_put_that_changes_only_other_fields_makes_no_new_version(store: KorelyStore) -> None:
+    store.put(MINE, "home", {"content": "Giulia lives in Rome", "seen": 1})
+    store.put(MINE, "home", {"content": "Giulia lives in Rome", "seen": 2})
+    assert len(store.engine.history(GIULIA, "home")) == 1
+    item = store.get(MINE, "home")
+    assert item is not None and item.value["seen"] == 2
+
+
+def test_a_delete_forgets_the_fact_and_history_keeps_it(store: KorelyStore) -> None:
+    store.put(MINE, "home", {"content": "Giulia lives in Rome"})
+    store.delete(MINE, "home")
+    assert store.get(MINE, "home") is None
+    assert store.engine.get_facts(GIULIA) == []
+    (version,) = store.engine.history(GIULIA, "home")
+    assert version.end_cause is EndCause.FORGOTTEN
+    store.delete(MINE, "never-there")  # a delete of nothing is no error, as in LangGraph
+
+
+def test_a_correction_made_elsewhere_is_what_the_store_reads(store: KorelyStore) -> None:
+    store.put(MINE, "home", {"content": "Giulia lives in Rome", "source": "chat"})
+    store.engine.correct(GIULIA, "home", "Giulia lives in Milan")
+    item = store.get(MINE, "home")
+    assert item is not None
+    assert item.value == {"content": "Giulia lives in Milan", "source": "chat"}
+    assert [i.value["content"] for i in store.search(MINE, query="Milan")] == [
+        "Giulia lives in Milan"
+    ]
+
+
+def test_a_fact_forgotten_elsewhere_takes_its_item(store: KorelyStore) -> None:
+    store.put(MINE, "home", {"content": "Giulia lives in Rome"})
+    store.engine.forget(GIULIA, "home")
+    assert store.get(MINE, "home") is None
+    assert store.search(MINE) == []
+    assert store.list_namespaces() == []
+
+
+def test_what_a_value_shows(store: KorelyStore) -> None:
+    assert words_of({"content": "  Giulia likes tea  "}) == "Giulia likes tea"
+    assert words_of({"kind": "Memory", "content": {"content": "Giulia likes tea"}}) == (
+        "Giulia likes tea"
+    )
+    assert words_of({"text": "t", "content": ""}) == "t"
+    assert words_of({"name": "Giulia", "age": 31}) == '{"name": "Giulia", "age": 31}'
+    long = words_of({"content": "x" * 5000})
+    assert len(long) == 2000 and long.endswith("…")
+    store.put(MINE, "long", {"content": "y" * 5000})
+    (fact,) = store.engine.get_facts(GIULIA)
+    assert fact.content == "y" * 1999 + "…"
+    item = store.get(MINE, "long")
+    assert item is not None and item.value == {"content": "y" * 5000}
+
+
+def test_a_uuid_key_is_a_short_fact_key(store: KorelyStore) -> None:
+    """LangMem names each memory by a UUID; a block shows every fact's key, so a UUID (about
+    twenty tokens) is kept as ``memory-`` and 12 hex digits, the same for the same UUID."""
+    key = str(uuid.uuid4())
+    store.put(MINE, key, {"content": "Giulia likes tea"})
+    store.put(MINE, key, {"content": "Giulia likes green tea"})
+    (fact,) = store.engine.get_facts(GIULIA)
+    assert re.fullmatch("memory-[0-9a-f]{12}", fact.key)
+    assert len(store.engine.history(GIULIA, fact.key)) == 2
+    assert f"- {fact.key}: Giulia likes green tea" in store.engine.get_context(GIULIA).text
+    item = store.get(MINE, key)
+    assert item is not None and item.key == key
+
+
+def test_labels_past_the_pattern_and_other_namespaces(store: KorelyStore) -> None:
+    store.put(("memories", "giulia", "prefs"), "Theme", {"content": "Giulia likes dark mode"})
+    store.put(("shared", "faq"), "hours", {"content": "The office opens at nine"})
+    (fact,) = store.engine.get_facts(GIULIA)
+    assert fact.key.startswith("prefs.theme:") and fact.content == "Giulia likes dark mode"
+    (team,) = store.engine.get_facts(TEAM)
+    assert team.key.startswith("shared.faq.hours:")
+    assert team.content == "The office opens at nine"
+
+
+def test_the_namespace_rule_can_be_set(engine: MemoryEngine) -> None:
+    store = KorelyStore(
+        engine, account=ACCOUNT, agent=AGENT, namespaces=[("users", "{user}", "facts")]
+    )
+    store.put(("users", "giulia", "facts"), "home", {"content": "Giulia lives in Rome"})
+    store.put(("memories", "giulia"), "home", {"content": "not Giulia's: the agent's"})
+    assert [f.content for f in engine.get_facts(GIULIA)] == ["Giulia lives in Rome"]
+    assert [f.content for f in engine.get_facts(TEAM)] == ["not Giulia's: the agent's"]
+    for bad in ["users", [("a.b", "{user}")], [("{user}", "{user}")], [()]]:
+        with pytest.raises(InvalidRequest) as refused:
+            KorelyStore(engine, namespaces=bad)  # type: ignore[arg-type]
+        assert refused.value.field == "namespaces"
+
+
+# -- erasure -------------------------------------------------------------------------------------
+
+
+def test_erasing_a_person_deletes_their_items(store: KorelyStore) -> None:
+    store.put(MINE, "home", {"content": "Giulia lives in Rome", "street": "Via Roma 1"})
+    store.put(("memories", "marco"), "home", {"content": "Marco lives in Turin"})
+    report = store.engine.erase_user(ACCOUNT, "giulia")
+    assert report.items == 1
+    assert store.get(MINE, "home") is None
+    assert store.get(("memories", "marco"), "home") is not None
+    with store.engine.db.connect() as conn:
+        kept = conn.execute(sa.text("SELECT value FROM korely_items")).scalars().all()
+    assert not any("Via Roma" in v for v in kept)
+
+
+def test_forgetting_with_erase_deletes_the_item_s_value(store: KorelyStore) -> None:
+    store.put(MINE, "home", {"content": "Giulia lives in Rome", "street": "Via Roma 1"})
+    store.engine.forget(GIULIA, "home", erase=True)
+    assert rows(store.engine)["korely_items"] == 0
+
+
+# -- time to live --------------------------------------------------------------------------------
+
+
+def test_an_item_lives_its_ttl_from_its_last_read(timed: KorelyStore, clock: Clock) -> None:
+    timed.put(MINE, "home", {"content": "Giulia lives in Rome"})
+    clock.advance(minutes=8)
+    assert timed.get(MINE, "home") is not None  # read: ten minutes again
+    clock.advance(minutes=8)
+    assert timed.get(MINE, "home", refresh_ttl=False) is not None
+    clock.advance(minutes=3)
+    timed.ttl_config["omit_expired"] = True
+    assert timed.get(MINE, "home") is None
+    assert timed.search(MINE) == []
+    timed.ttl_config["omit_expired"] = False
+    assert timed.get(MINE, "home") is not None  # not swept yet
+
+
+def test_a_sweep_deletes_what_ran_out_and_ends_its_fact_as_expired(
+    timed: KorelyStore, clock: Clock
+) -> None:
+    timed.put(MINE, "home", {"content": "Giulia lives in Rome"})
+    timed.put(MINE, "job", {"content": "Giulia is a nurse"}, ttl=None)
+    clock.advance(minutes=11)
+    assert timed.sweep_ttl() == 1
+    assert timed.get(MINE, "home") is None and timed.get(MINE, "job") is not None
+    (version,) = timed.engine.history(GIULIA, "home")
+    assert version.end_cause is EndCause.EXPIRED
+    assert version.invalid_at == clock.now - dt.timedelta(minutes=1)
+    assert [f.key for f in timed.engine.get_facts(GIULIA)] == ["job"]
+
+
+# -- many writers --------------------------------------------------------------------------------
+
+
+def test_writers_racing_on_one_item_leave_one_fact_and_the_item_that_recorded_it(
+    db_url: str,
+) -> None:
+    """Two engines (two processes' worth of connections), eight threads, one new item: every
+    put succeeds, one fact is true, and the item holds the value whose words it shows."""
+    with MemoryEngine(db_url) as one, MemoryEngine(db_url) as two:
+        stores = [KorelyStore(e, account=ACCOUNT, agent=AGENT) for e in (one, two)]
+        start = threading.Barrier(8)
+        failed: list[BaseException] = []
+
+        def put(n: int) -> None:
+            start.wait()
+            try:
+                for round_ in range(5):
+                    stores[n % 2].put(MINE, "home", {"content": f"city {n}.{round_}", "n": n})
+            except BaseException as error:
+                failed.append(error)
+
+        threads = [threading.Thread(target=put, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failed == []
+        (fact,) = one.get_facts(GIULIA)
+        item = stores[0].get(MINE, "home")
+        assert item is not None and item.value["content"] == fact.content
+        assert len(one.history(GIULIA, "home")) == 40
+
+
+# -- batches -------------------------------------------------------------------------------------
+
+
+def test_a_batch_reads_before_it_writes_and_the_last_put_to_an_item_wins(
+    store: KorelyStore,
+) -> None:
+    store.put(MINE, "k", {"content": "before"})
+    results = store.batch(
+        [
+            PutOp(MINE, "k", {"content": "first"}),
+            GetOp(MINE, "k"),
+            PutOp(MINE, "k", {"content": "last"}),
+            SearchOp(MINE),
+        ]
+    )
+    assert results[0] is None and results[2] is None
+    got = results[1]
+    assert got is not None and got.value == {"content": "before"}  # type: ignore[union-attr]
+    item = store.get(MINE, "k")
+    assert item is not None and item.value == {"content": "last"}
+    assert [v.content for v in store.engine.history(GIULIA, "k")] == ["before", "last"]
+
+
+async def test_the_async_twins_read_and_write_the_same_items(store: KorelyStore) -> None:
+    await store.aput(MINE, "k", {"content": "Giulia likes tea"})
+    item = await store.aget(MINE, "k")
+    assert item is not None and item.value == {"content": "Giulia likes tea"}
+    assert [i.key for i in await store.asearch(("memories",), query="tea")] == ["k"]
+    assert await store.alist_namespaces(prefix=("memories",)) == [MINE]
+    await store.adelete(MINE, "k")
+    assert await store.aget(MINE, "k") is None
