@@ -40,6 +40,7 @@ class Sizes:
     concurrency: int = 8  # threads, and processes
     concurrency_seconds: float = 5.0
     placements: tuple[str, ...] = ("system", "context", "notes")
+    store_items: tuple[int, ...] = (40, 1_000, 10_000)
 
 
 SMOKE = Sizes(
@@ -64,6 +65,7 @@ SMOKE = Sizes(
     concurrency=2,
     concurrency_seconds=0.3,
     placements=("notes",),
+    store_items=(40, 200),
 )
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from korely_memory import Identity, MemoryEngine
 from korely_memory._tokens import TokenCounter
 
-from . import concurrency, long_memories, peers, placement, relevance
+from . import concurrency, long_memories, peers, placement, relevance, store
 from . import workloads as w
 from .base import PEER, SMOKE, Databases, Sizes, Table, in_turns
 from .data import QUERY, items, load, others, person
@@ -204,6 +204,7 @@ WORKLOADS = {
     "memories": long_memories.memories,
     "concurrency": concurrency.concurrency,
     "placement": placement.placement,
+    "store": store.store,
 }
 
 

@@ -135,26 +135,13 @@ def namespaces(
 
 def row(conn: Connection, account: str, agent: str, ns: Sequence[str], key: str) -> Row[Any] | None:
     """The row of an item, whatever its fact (for a write, under the fact's lock)."""
-    return conn.execute(
-        sa.select(items).where(
-            items.c.account == account,
-            items.c.agent == agent,
-            items.c.namespace == joined(ns),
-            items.c.key == key,
-        )
-    ).first()
+    return conn.execute(_ROW, _ref(account, agent, ns, key)).first()
 
 
 def holder(conn: Connection, account: str, agent: str, owner_key: str, key: str) -> Row[Any] | None:
     """The row of the item whose words are the fact under ``key``, if one is."""
-    return conn.execute(
-        sa.select(items).where(
-            items.c.account == account,
-            items.c.agent == agent,
-            items.c.owner_key == owner_key,
-            items.c.fact_key == key,
-        )
-    ).first()
+    params = {"account": account, "agent": agent, "owner_key": owner_key, "fact_key": key}
+    return conn.execute(_HOLDER, params).first()
 
 
 def keep(
@@ -174,7 +161,7 @@ def keep(
     existing: Row[Any] | None,
 ) -> None:
     """Write an item's row, new or replacing ``existing`` (its creation time stays)."""
-    values = {
+    params = _ref(account, agent, ns, key) | {
         "owner_key": owner_key,
         "fact_key": fact_key,
         "fact_id": fact_id,
@@ -185,22 +172,14 @@ def keep(
         "value": value,
     }
     if existing is None:
-        conn.execute(
-            items.insert().values(
-                account=account,
-                agent=agent,
-                namespace=joined(ns),
-                key=key,
-                created_at=now,
-                **values,
-            )
-        )
+        conn.execute(_INSERT, params | {"created_at": now})
     else:
-        conn.execute(items.update().where(*_this(account, agent, ns, key)).values(**values))
+        where = {f"where_{k}": v for k, v in _ref(account, agent, ns, key).items()}
+        conn.execute(_UPDATE, where | {c: params[c] for c in _WRITTEN})
 
 
 def drop(conn: Connection, account: str, agent: str, ns: Sequence[str], key: str) -> None:
-    conn.execute(items.delete().where(*_this(account, agent, ns, key)))
+    conn.execute(_DELETE, _ref(account, agent, ns, key))
 
 
 def refresh(
@@ -265,6 +244,35 @@ def erase_fact(conn: Connection, fact: Fact) -> None:
 
 def expiry(now: dt.datetime, ttl: float | None) -> dt.datetime | None:
     return None if ttl is None else now + dt.timedelta(minutes=ttl)
+
+
+def _ref(account: str, agent: str, ns: Sequence[str], key: str) -> dict[str, Any]:
+    return {"account": account, "agent": agent, "namespace": joined(ns), "key": key}
+
+
+_THIS = (
+    items.c.account == sa.bindparam("account"),
+    items.c.agent == sa.bindparam("agent"),
+    items.c.namespace == sa.bindparam("namespace"),
+    items.c.key == sa.bindparam("key"),
+)
+_ROW = sa.select(items).where(*_THIS)
+_HOLDER = sa.select(items).where(
+    items.c.account == sa.bindparam("account"),
+    items.c.agent == sa.bindparam("agent"),
+    items.c.owner_key == sa.bindparam("owner_key"),
+    items.c.fact_key == sa.bindparam("fact_key"),
+)
+_WRITTEN = ("owner_key", "fact_key", "fact_id", "updated_at", "expires_at", "ttl", "embed", "value")
+_INSERT = items.insert()
+# An UPDATE binds its SET values under the columns' names; its WHERE takes the others.
+_UPDATE = items.update().where(
+    items.c.account == sa.bindparam("where_account"),
+    items.c.agent == sa.bindparam("where_agent"),
+    items.c.namespace == sa.bindparam("where_namespace"),
+    items.c.key == sa.bindparam("where_key"),
+)
+_DELETE = items.delete().where(*_THIS)
 
 
 def _this(account: str, agent: str, ns: Sequence[str], key: str) -> list[sa.ColumnElement[bool]]:

@@ -42,6 +42,11 @@ def test_smoke_run_prints_the_table(postgresql_url: str) -> None:
         "concurrency, 40 facts, budget 800, reads/s, 2 processes: engine |",
         'placement, LangChain, "notes", 20 turns: cacheable share (%) |',
         'placement, LlamaIndex, "notes", 20 turns: recall (turns of 20) |',
+        "KorelyStore: put, 40 items |",
+        "KorelyStore / LangGraph's store: search, 200 items (lower is faster) |",
+        "LangGraph SqliteStore: get, 200 items |",
+        "LangGraph PostgresStore: search, 40 items |",
+        "KorelyStore: search with a query (BM25), 200 items |",
     ):
         assert row in table, f"{row!r} missing from the table:\n{table}"
     assert "PostgreSQL skipped" not in done.stderr
