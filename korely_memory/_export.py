@@ -15,6 +15,9 @@ handed and what is removed on their request are the same set of rows:
 - ``administrator``: whether the engine's own list makes them an administrator;
 - ``notes``: what each turn of their conversations was shown (``conversation=``), as kept.
   ``import_user`` does not restore them: they name versions by the ids the export had.
+- ``items``: the items of LangGraph stores (``KorelyStore``) in their namespaces, values whole,
+  under every agent definition. ``import_user`` does not restore them either (their facts are
+  restored; a store puts its items again).
 
 A version whose words were removed (forgotten with ``erase=True``) is there
 with empty ``content``. ``to_dict`` gives the same as JSON-ready values: times
@@ -32,10 +35,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _expiry, _notes, _review
+from . import _expiry, _items, _notes, _review
 from ._identity import Scope
 from ._schema import facts, marks, memories, personal_row
-from ._types import Fact, Memory, Note
+from ._types import Fact, Memory, Note, StoreItem
 
 FORMAT = "korely-user-export/1"
 _PERSONAL = sa.text(personal_row("korely_facts"))
@@ -81,6 +84,7 @@ class UserExport:
     marks: tuple[MarkRecord, ...] = ()
     administrator: bool = False
     notes: tuple[Note, ...] = ()
+    items: tuple[StoreItem, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The export as JSON-ready values, headed by its ``format``."""
@@ -155,6 +159,7 @@ def gather(conn: Connection, account: str, user: str, now: dt.datetime) -> UserE
         marks=tuple(_mark(r, now) for r in read),
         administrator=_review.listed(conn, account, user),
         notes=tuple(_notes.of_person(conn, account, user)),
+        items=tuple(_items.of_person(conn, account, user)),
     )
 
 

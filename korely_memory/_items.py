@@ -221,6 +221,11 @@ def run_out(conn: Connection, now: dt.datetime, limit: int = 500) -> list[Row[An
     )
 
 
+def of_person(conn: Connection, account: str, user: str) -> list[StoreItem]:
+    """A person's items under every agent definition (an export), by agent, namespace and key."""
+    return _rows(conn.execute(_sql(conn).person, {"account": account, "owner_key": user}))
+
+
 def erase(conn: Connection, account: str, user: str) -> int:
     """Delete a person's items under every agent definition; returns how many."""
     return int(
@@ -231,7 +236,8 @@ def erase(conn: Connection, account: str, user: str) -> int:
 
 
 def erase_fact(conn: Connection, fact: Fact) -> None:
-    """Delete the item whose words are ``fact``'s, whose words are being erased."""
+    """Delete the item whose words are ``fact``'s: the fact was forgotten, or its words are
+    being erased."""
     conn.execute(
         items.delete().where(
             items.c.account == fact.account,
@@ -302,6 +308,7 @@ class _Reads:
     one: sa.Select[Any]
     under: sa.Select[Any]
     namespaces: sa.Select[Any]
+    person: sa.Select[Any]
 
 
 def _reads(postgres: bool) -> _Reads:
@@ -362,6 +369,15 @@ def _reads(postgres: bool) -> _Reads:
         ),
         under=under,
         namespaces=sa.select(items.c.namespace).select_from(source).where(*readable).distinct(),
+        person=(
+            sa.select(items, true.c.id.label("true_id"), true.c.content.label("true_text"))
+            .select_from(source)
+            .where(
+                items.c.account == sa.bindparam("account"),
+                items.c.owner_key == sa.bindparam("owner_key"),
+            )
+            .order_by(items.c.agent, items.c.namespace, items.c.key)
+        ),
     )
 
 

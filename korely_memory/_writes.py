@@ -196,6 +196,8 @@ def end(
     )
     if erase:
         _erase_key(conn, w, old)
+    else:
+        _items.erase_fact(conn, old)  # a store's item whose fact ended is gone, value and all
     return _fact(conn, old.id)
 
 

@@ -115,6 +115,7 @@ def test_an_export_is_json_ready_data(engine: MemoryEngine, giulia: Identity) ->
         "marks",
         "administrator",
         "notes",
+        "items",
     }
     assert "hold_token" not in json.dumps(data["marks"])
 

@@ -94,7 +94,10 @@ class ItemMethods(EngineCore):
                 owner_key,
                 fact_key,
             ):
-                self._end_item_fact(conn, existing)  # the namespace now maps elsewhere
+                # The namespace maps elsewhere now: the fact it held ends, and its row with it.
+                self._end_item_fact(conn, existing)
+                _items.drop(conn, account, agent, ns, key)
+                existing = None
             fact = _writes.record(conn, self._writer, who, fact_key, words)
             _items.keep(
                 conn,

@@ -275,11 +275,14 @@ def test_a_correction_made_elsewhere_is_what_the_store_reads(store: KorelyStore)
 
 
 def test_a_fact_forgotten_elsewhere_takes_its_item(store: KorelyStore) -> None:
-    store.put(MINE, "home", {"content": "Giulia lives in Rome"})
+    store.put(MINE, "home", {"content": "Giulia lives in Rome", "street": "Via Roma 1"})
     store.engine.forget(GIULIA, "home")
     assert store.get(MINE, "home") is None
     assert store.search(MINE) == []
     assert store.list_namespaces() == []
+    assert rows(store.engine)["korely_items"] == 0  # the value is not kept for nothing
+    store.engine.remember(GIULIA, "home", "Giulia lives in Milan")  # korely's own fact again
+    assert store.get(MINE, "home") is None
 
 
 def test_what_a_value_shows(store: KorelyStore) -> None:
@@ -349,6 +352,22 @@ def test_erasing_a_person_deletes_their_items(store: KorelyStore) -> None:
     with store.engine.db.connect() as conn:
         kept = conn.execute(sa.text("SELECT value FROM korely_items")).scalars().all()
     assert not any("Via Roma" in v for v in kept)
+
+
+def test_a_person_s_export_holds_their_items(store: KorelyStore) -> None:
+    store.put(MINE, "home", {"content": "Giulia lives in Rome", "street": "Via Roma 1"})
+    store.put(("memories", "marco"), "home", {"content": "Marco lives in Turin"})
+    store.engine.correct(GIULIA, "home", "Giulia lives in Milan")
+    exported = store.engine.export_user(ACCOUNT, "giulia")
+    (item,) = exported.items
+    assert (item.namespace, item.key, item.text, item.corrected) == (
+        MINE,
+        "home",
+        "Giulia lives in Milan",
+        True,
+    )
+    assert item.value == {"content": "Giulia lives in Rome", "street": "Via Roma 1"}
+    assert exported.to_dict()["items"][0]["value"]["street"] == "Via Roma 1"
 
 
 def test_forgetting_with_erase_deletes_the_item_s_value(store: KorelyStore) -> None:
