@@ -2,9 +2,10 @@
 
 An item is a namespace (a tuple of labels), a key and a JSON object. Its words are a
 fact's: the engine records the fact under the item's fact key, and the row here keeps the
-value beside it, with the item's times and time to live. The fact is the truth: an item
-whose fact is no longer true (forgotten, or expired) is not read; one whose fact was
-corrected elsewhere is read with the version true now (``StoreItem.fact``).
+value beside it, with the item's times and time to live. The fact is the truth: a new
+version recorded elsewhere (corrected, remembered again) writes its words into the value
+(``follow``), a fact forgotten takes its item with it (``erase_fact``), and an item whose
+fact is no longer true is never read.
 
 A namespace is kept as its labels joined by '.', which no label may hold.
 """
@@ -41,23 +42,29 @@ def split(text: str) -> tuple[str, ...]:
     return tuple(text.split(SEPARATOR))
 
 
-def fact_key(rest: Sequence[str], key: str) -> str:
+def fact_key(place: Sequence[str], key: str) -> str:
     """The key of the fact that holds an item's words.
 
-    ``rest`` is what the namespace holds beyond the identity's labels. The item's key itself
-    when there is no rest and it is a key as the engine keeps it (``home-city``). A UUID
-    (LangMem names every memory by one) is ``memory-`` and 12 hex digits of a digest: a
-    block shows each fact's key, and a UUID would cost some twenty tokens a line. Any other
-    key is a readable slug and a digest, so that any key has one fact.
+    ``place`` is what sets the item apart within its identity's memory (the labels past the
+    ones that name the identity). The item's key itself when there is no place and it is a
+    key as the engine keeps it (``home-city``). A UUID (LangMem names every memory by one) is
+    ``memory-`` and 12 hex digits of a digest: a block shows each fact's key, and a UUID would
+    cost some twenty tokens a line. Any other key is a readable slug and a digest, so that any
+    key has one fact.
     """
-    digest = hashlib.sha256(json.dumps([list(rest), key]).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps([list(place), key]).encode()).hexdigest()
     if _is_uuid(key):
-        place = _SLUG.sub("-", SEPARATOR.join(rest).lower()).strip("-._:")[:80]
-        return f"{place}.memory-{digest[:12]}" if place else f"memory-{digest[:12]}"
-    if not rest and _validation.is_key(key):
+        where = _slug(place)
+        return f"{where}.memory-{digest[:12]}" if where else f"memory-{digest[:12]}"
+    if not place and _validation.is_key(key):
         return key
-    slug = _SLUG.sub("-", SEPARATOR.join([*rest, key]).lower()).strip("-._:")[:80]
+    slug = _slug([*place, key])
     return f"{slug}:{digest[:16]}" if slug else f"item:{digest[:16]}"
+
+
+def _slug(labels: Sequence[str]) -> str:
+    parts = (_SLUG.sub("-", label.lower()).strip("-._:") for label in labels)
+    return SEPARATOR.join(p for p in parts if p)[:80].strip("-._:")
 
 
 def _is_uuid(key: str) -> bool:
@@ -80,8 +87,9 @@ def read(
     ``live``: not past their time to live either."""
     found: dict[tuple[tuple[str, ...], str], StoreItem] = {}
     for ns, key in dict.fromkeys(refs):
-        if any(SEPARATOR in label for label in ns):
-            continue  # no label holds one: nothing is kept there
+        if not _storable(ns, key):
+            continue  # nothing is kept there
+
         params = _params(account, agent, now, live) | {"namespace": joined(ns), "key": key}
         for item in _rows(conn.execute(_sql(conn).one, params)):
             found[(ns, key)] = item
@@ -103,7 +111,7 @@ def under(
     """The items whose namespace starts with ``prefix``, the last written first; ``equal``:
     whose value's top-level fields hold these strings or numbers (a number equals a number of
     the same value, never a boolean)."""
-    if any(SEPARATOR in label for label in prefix):
+    if not _storable(prefix):
         return []
     statement = _sql(conn).under
     if equal:
@@ -120,7 +128,8 @@ def under(
         "offset": offset,
     }
     for n, (field, wanted) in enumerate((equal or {}).items()):
-        params[f"equal_{n}"] = wanted
+        exact = isinstance(wanted, str) or conn.dialect.name != "postgresql"
+        params[f"equal_{n}"] = wanted if exact else repr(wanted)  # NUMERIC from its digits
         params[f"like_{n}"] = _near(field, wanted)
     return _rows(conn.execute(statement, params))
 
@@ -155,6 +164,7 @@ def keep(
     fact_key: str,
     fact_id: int,
     value: str,
+    text_at: Sequence[str] | None,
     index: str,
     ttl: float | None,
     now: dt.datetime,
@@ -169,6 +179,7 @@ def keep(
         "expires_at": expiry(now, ttl),
         "ttl": ttl,
         "embed": index,
+        "text_at": None if text_at is None else json.dumps(list(text_at)),
         "value": value,
     }
     if existing is None:
@@ -176,6 +187,46 @@ def keep(
     else:
         where = {f"where_{k}": v for k, v in _ref(account, agent, ns, key).items()}
         conn.execute(_UPDATE, where | {c: params[c] for c in _WRITTEN})
+
+
+def follow(conn: Connection, fact: Fact, now: dt.datetime) -> None:
+    """``fact`` is a new version of a key an item holds, recorded elsewhere (corrected, or
+    remembered again): the item's value says its words, where it said the last ones (a value
+    shown as its JSON gains a ``content`` field)."""
+    row = holder(conn, fact.account, fact.agent, fact.owner or "", fact.key)
+    if row is None or row.fact_id == fact.id:
+        return
+    path = None if row.text_at is None else json.loads(row.text_at)
+    value = _with_words(json.loads(row.value), path or ["content"], fact.content)
+    where = {
+        f"where_{k}": v
+        for k, v in _ref(row.account, row.agent, split(row.namespace), row.key).items()
+    }
+    conn.execute(
+        _FOLLOW,
+        where
+        | {
+            "fact_id": fact.id,
+            "updated_at": now,
+            "text_at": json.dumps(path or ["content"]),
+            "value": json.dumps(value, ensure_ascii=False, separators=(",", ":")),
+        },
+    )
+
+
+def _with_words(value: dict[str, Any], path: Sequence[str], words: str) -> dict[str, Any]:
+    head, *rest = path
+    inner = value.get(head)
+    if rest and isinstance(inner, dict):
+        return {**value, head: _with_words(inner, rest, words)}
+    return {**value, head: words}
+
+
+def still_run_out(conn: Connection, row: Row[Any], now: dt.datetime) -> bool:
+    """Whether the item of ``row`` is still there and still past its time to live (read again
+    under its fact's lock: a put may have given it time since)."""
+    found = conn.execute(_ROW, _ref(row.account, row.agent, split(row.namespace), row.key)).first()
+    return found is not None and found.expires_at is not None and found.expires_at <= now
 
 
 def drop(conn: Connection, account: str, agent: str, ns: Sequence[str], key: str) -> None:
@@ -269,7 +320,17 @@ _HOLDER = sa.select(items).where(
     items.c.owner_key == sa.bindparam("owner_key"),
     items.c.fact_key == sa.bindparam("fact_key"),
 )
-_WRITTEN = ("owner_key", "fact_key", "fact_id", "updated_at", "expires_at", "ttl", "embed", "value")
+_WRITTEN = (
+    "owner_key",
+    "fact_key",
+    "fact_id",
+    "updated_at",
+    "expires_at",
+    "ttl",
+    "embed",
+    "text_at",
+    "value",
+)
 _INSERT = items.insert()
 # An UPDATE binds its SET values under the columns' names; its WHERE takes the others.
 _UPDATE = items.update().where(
@@ -279,6 +340,12 @@ _UPDATE = items.update().where(
     items.c.key == sa.bindparam("where_key"),
 )
 _DELETE = items.delete().where(*_THIS)
+_FOLLOW = items.update().where(
+    items.c.account == sa.bindparam("where_account"),
+    items.c.agent == sa.bindparam("where_agent"),
+    items.c.namespace == sa.bindparam("where_namespace"),
+    items.c.key == sa.bindparam("where_key"),
+)
 
 
 def _this(account: str, agent: str, ns: Sequence[str], key: str) -> list[sa.ColumnElement[bool]]:
@@ -325,7 +392,7 @@ def _reads(postgres: bool) -> _Reads:
     true: Any
     if postgres:
         true = (
-            sa.select(facts.c.id, facts.c.content, facts.c.valid_until)
+            sa.select(facts.c.id, facts.c.valid_until)
             .where(*same)
             .limit(1)  # one at most (the index is unique); and kept from being made a join
             .lateral("true_fact")
@@ -343,11 +410,7 @@ def _reads(postgres: bool) -> _Reads:
             items.c.expires_at > _NOW,
         ),
     )
-    read = (
-        sa.select(items, true.c.id.label("true_id"), true.c.content.label("true_text"))
-        .select_from(source)
-        .where(*readable)
-    )
+    read = sa.select(items, true.c.id.label("true_id")).select_from(source).where(*readable)
     # Under a prefix: the namespace is the prefix or starts with its labels, compared as text,
     # exactly (no pattern, whose wildcards and case rules differ by database).
     under = (
@@ -370,7 +433,7 @@ def _reads(postgres: bool) -> _Reads:
         under=under,
         namespaces=sa.select(items.c.namespace).select_from(source).where(*readable).distinct(),
         person=(
-            sa.select(items, true.c.id.label("true_id"), true.c.content.label("true_text"))
+            sa.select(items, true.c.id.label("true_id"))
             .select_from(source)
             .where(
                 items.c.account == sa.bindparam("account"),
@@ -391,8 +454,7 @@ def _sql(conn: Connection) -> _Reads:
 def _holds(field: str, wanted: str | int | float, n: int, postgres: bool) -> sa.ColumnElement[bool]:
     """SQL: the value's top-level ``field`` holds ``wanted`` (bound as ``equal_<n>``), JSON types
     kept apart (a string never equals a number, a number never a boolean)."""
-    if isinstance(wanted, bool) or not isinstance(wanted, (str, int, float)):
-        raise InvalidRequest("equal", f"values must be strings or numbers, got {wanted!r}")
+    _check_equal(field, wanted)
     param: sa.BindParameter[Any] = sa.bindparam(f"equal_{n}")
     # First the kept text itself: most values that do not hold it are left at that, unparsed.
     near = items.c.value.like(sa.bindparam(f"like_{n}"), escape="\\")
@@ -405,24 +467,55 @@ def _holds(field: str, wanted: str | int | float, n: int, postgres: bool) -> sa.
             sa.func.jsonb_typeof(found) == "number",
             sa.cast(found.astext, sa.Numeric) == sa.cast(param, sa.Numeric),
         )
-    path = "$." + json.dumps(field)
+    path = "$." + json.dumps(field, ensure_ascii=False)
     kind = sa.func.json_type(items.c.value, path)
     same = kind == "text" if isinstance(wanted, str) else kind.in_(("integer", "real"))
     return sa.and_(near, same, sa.func.json_extract(items.c.value, path) == param)
 
 
+EXACT = 2**53
+"""Numbers a filter compares exactly in both databases: past this, a float and an integer that
+JSON writes alike need not be equal."""
+
+
+def _check_equal(field: str, wanted: Any) -> None:
+    if not isinstance(field, str) or not field or any(c in field for c in '"\\\x00'):
+        raise InvalidRequest(
+            "equal", f"field names must be text without '\"' or '\\', got {field!r}"
+        )
+    if isinstance(wanted, str):
+        if "\x00" in wanted or re.search("[\ud800-\udfff]", wanted):
+            raise InvalidRequest("equal", "strings must not hold a NUL or a lone surrogate")
+        return
+    if isinstance(wanted, bool) or not isinstance(wanted, (int, float)):
+        raise InvalidRequest("equal", f"values must be strings or numbers, got {wanted!r}")
+    if not abs(wanted) < EXACT:  # NaN too
+        raise InvalidRequest("equal", f"numbers must be under 2**53 in size, got {wanted!r}")
+
+
 def _near(field: str, wanted: str | int | float) -> str:
     """A LIKE pattern every kept value whose ``field`` holds ``wanted`` matches (and some others):
-    the text ``"field":wanted`` as the value is kept (compact JSON), or anything when a number
-    may be written otherwise (``3`` kept as ``3.0``, ``1e+16``)."""
+    the text ``"field":wanted`` as the value is kept (compact JSON); anything where the text
+    may differ (a number that is not whole, zero, which may be kept as ``-0.0``) or the pattern
+    would be long."""
     if isinstance(wanted, str):
+        if len(wanted) > 1000:
+            return "%"
         said = json.dumps(wanted, ensure_ascii=False)
-    elif float(wanted).is_integer() and abs(wanted) < 1e15:
+    elif float(wanted).is_integer() and wanted != 0 and abs(wanted) < 1e15:
         said = str(int(wanted))  # also the start of 3.0
     else:
         return "%"
     text = json.dumps(field, ensure_ascii=False) + ":" + said
     return "%" + re.sub(r"([\\%_])", r"\\\1", text) + "%"
+
+
+def _storable(labels: Sequence[str], key: str = "") -> bool:
+    """Whether an item could be kept under these labels and key (else a read finds nothing)."""
+    return all(
+        isinstance(t, str) and "\x00" not in t and not re.search("[\ud800-\udfff]", t)
+        for t in (*labels, key)
+    ) and not any(SEPARATOR in label for label in labels)
 
 
 def _rows(found: Iterable[Row[Any]]) -> list[StoreItem]:
@@ -435,9 +528,8 @@ def _rows(found: Iterable[Row[Any]]) -> list[StoreItem]:
             updated_at=r.updated_at,
             owner=r.owner_key or None,
             fact_key=r.fact_key,
-            written_id=r.fact_id,
             fact_id=r.true_id,
-            text=r.true_text,
+            text_at=None if r.text_at is None else tuple(json.loads(r.text_at)),
             expires_at=r.expires_at,
             ttl=r.ttl,
             index=json.loads(r.embed),

@@ -421,7 +421,8 @@ class ItemRow(Base):
 
     ``namespace`` is the item's labels joined by '.', which no label holds. The fact under
     ``fact_key`` in the namespace (account, agent, owner) holds the item's words; ``fact_id`` is
-    the version the last put recorded. ``expires_at`` is when the item expires unless read or
+    the version true now (a new version recorded elsewhere writes its words into ``value``, at
+    the path ``text_at`` holds). ``expires_at`` is when the item expires unless read or
     written again (``ttl`` minutes after the last). ``embed`` is what the put said to embed
     (JSON: null for the store's default, false, or a list of paths). Revision 0005.
     """
@@ -440,6 +441,7 @@ class ItemRow(Base):
     expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     ttl: Mapped[float | None] = mapped_column(Float)
     embed: Mapped[str] = mapped_column(Text)
+    text_at: Mapped[str | None] = mapped_column(Text)
     # Last: on SQLite, the columns before a long text are read without its overflow pages.
     value: Mapped[str] = mapped_column(Text)
 

@@ -329,10 +329,9 @@ class CaptureReport:
 class StoreItem:
     """An item of a LangGraph store as the engine keeps it (``langchain_korely.KorelyStore``).
 
-    Its words are a fact's: ``written_id`` is the version its last put recorded, ``fact_id``
-    the version true now under ``fact_key`` and ``text`` its words (another version when
-    something corrected the fact since the put). Items whose fact is no longer true are not
-    read at all.
+    Its words are a fact's, the version ``fact_id``; a new version of that fact recorded
+    elsewhere (corrected, or remembered again) writes its words into ``value`` too, at
+    ``text_at``. Items whose fact is no longer true are not read.
     """
 
     namespace: tuple[str, ...]
@@ -342,19 +341,14 @@ class StoreItem:
     updated_at: dt.datetime
     owner: str | None
     fact_key: str
-    written_id: int
     fact_id: int
-    text: str
+    text_at: tuple[str, ...] | None = None
+    """Where in ``value`` the fact's words are (None: the value is shown as its JSON)."""
     expires_at: dt.datetime | None = None
     ttl: float | None = None
     """Minutes the item lives after it was last read or written; None: for ever."""
     index: list[str] | bool | None = None
     """What its put said to embed: None for the store's default, False for nothing, or paths."""
-
-    @property
-    def corrected(self) -> bool:
-        """Whether something else changed the fact's words since the item's last put."""
-        return self.fact_id != self.written_id
 
 
 @dataclass(frozen=True)

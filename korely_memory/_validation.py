@@ -28,6 +28,8 @@ MAX_NAMESPACE = 255
 MAX_ITEM_KEY = 255
 MAX_VALUE = 100_000
 """Characters of a store item's value as JSON."""
+MAX_TTL = 60 * 24 * 366 * 100
+"""Minutes a store item may live between reads: a hundred years."""
 
 _KEY = re.compile(rf"[a-z0-9][a-z0-9._:-]{{0,{MAX_KEY - 1}}}")
 _SPACES = re.compile(r" +")
@@ -344,6 +346,33 @@ def item_value(value: Any) -> str:
         )
     _no_nul("value", text)
     return text
+
+
+def item_ttl(value: Any) -> float | None:
+    """A store item's time to live in minutes: None (for ever), or more than 0 and at most
+    ``MAX_TTL``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TTL:
+        raise InvalidRequest(
+            "ttl", f"must be None or minutes, more than 0 and at most {MAX_TTL}, got {value!r}"
+        )
+    return float(value)
+
+
+def item_path(field: str, value: Any, *, empty: bool = False) -> tuple[str, ...] | None:
+    """Labels or keys given as a sequence of non-empty strings (``empty``: maybe none)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise InvalidRequest(field, f"must be a sequence of strings, not {type(value).__name__}")
+    if not value and not empty:
+        raise InvalidRequest(field, "must not be empty")
+    if not all(isinstance(v, str) and v for v in value):
+        raise InvalidRequest(field, f"must hold non-empty strings, got {value!r}")
+    for v in value:
+        _no_nul(field, v)
+    return tuple(value)
 
 
 def item_index(value: Any) -> str:

@@ -46,11 +46,13 @@ def record(
     ceiling: int | None = None,
     reader: str | None = None,
     read_from_memory: bool = False,
+    item_written: bool = False,
 ) -> Fact:
     """``remember``: record ``content`` under ``key``, replacing what is there.
 
     ``read_from_memory``: it was read from a conversation (capture), whether or not the
     excerpt is kept as the memory ``source``: what it replaces ends with that cause.
+    ``item_written``: a store's put, which writes the item holding the key itself.
     """
     _versions.lock_person(conn, who.account, who.user, reader)
     if ceiling is not None:
@@ -91,6 +93,7 @@ def record(
         else EndCause.STATED,
         valid_from=valid_from,
         now=now,
+        follow=not item_written,
         **_own_version(who, key, content, scope, source, valid_until),
     )
 
@@ -264,9 +267,11 @@ def _replace(
     cause: EndCause,
     valid_from: dt.datetime | None,
     now: dt.datetime | None = None,
+    follow: bool = True,
     **new: Any,
 ) -> Fact:
-    """End ``old`` and make the new version true; the writer's reader is handed it.
+    """End ``old`` and make the new version true; the writer's reader is handed it, and a
+    store's item that holds the key says its words (``follow``).
 
     A version recorded for an interval already past (``valid_from`` and ``valid_until`` both
     before now) is history from the start: it is ended as expired at once, and handed to nobody.
@@ -283,6 +288,8 @@ def _replace(
         **new,
     )
     fact = _fact(conn, new_id)
+    if follow and fact.effective_scope is not Scope.ACCOUNT:
+        _items.follow(conn, fact, moment)
     if _expiry.expired(fact, moment):
         _versions.end_expired(conn, [fact], moment)
         return _fact(conn, new_id)

@@ -31,6 +31,7 @@ from ._validation import (
     MAX_MEMORY,
     MAX_NAME,
     MAX_NAMESPACE,
+    MAX_TTL,
     MAX_VALUE,
     MIN_BUDGET,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "MAX_MEMORY",
     "MAX_NAME",
     "MAX_NAMESPACE",
+    "MAX_TTL",
     "MAX_VALUE",
     "MIN_BUDGET",
     "check_changes",
@@ -73,13 +75,22 @@ def check_identity(who: Any) -> Identity:
     return _validation.identity(who)
 
 
-def check_item(namespace: Any, key: Any, value: Any | None = None) -> None:
+def check_item(
+    namespace: Any,
+    key: Any,
+    value: Any | None = None,
+    *,
+    index: Any = None,
+    ttl: Any = None,
+) -> None:
     """Check a store item (``MemoryEngine.put_item``, ``KorelyStore``) before it is written.
 
     Args:
         namespace: Non-empty labels without '.', ``MAX_NAMESPACE`` characters in all at most.
         key: A non-empty string of ``MAX_ITEM_KEY`` characters at most.
         value: A JSON object of ``MAX_VALUE`` characters at most, or None (a delete).
+        index: None, False, or a list of field paths.
+        ttl: None, or minutes: more than 0 and at most ``MAX_TTL``.
 
     Raises:
         InvalidRequest: One of them breaks its rule; ``field`` says which.
@@ -88,6 +99,8 @@ def check_item(namespace: Any, key: Any, value: Any | None = None) -> None:
     _validation.item_key(key)
     if value is not None:
         _validation.item_value(value)
+        _validation.item_index(index)
+        _validation.item_ttl(ttl)
 
 
 def check_reader(reader: str | None) -> str | None:

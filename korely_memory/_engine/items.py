@@ -43,7 +43,8 @@ class ItemMethods(EngineCore):
         value: dict[str, Any],
         *,
         text: str,
-        home: int = 0,
+        text_at: Sequence[str] | None = None,
+        place: Sequence[str] | None = None,
         ttl: float | None = None,
         index: list[str] | bool | None = None,
     ) -> Fact:
@@ -55,9 +56,13 @@ class ItemMethods(EngineCore):
             key: The item's key, kept exactly (1 to 255 characters).
             value: A JSON object (100,000 characters at most).
             text: The fact's words (1 to 2000 characters): what a block shows of the item.
-            home: How many leading labels of ``namespace`` name ``who``. The fact's key is
-                ``key`` itself when the namespace has no other label and ``key`` is a key as
-                the engine keeps them; else a slug of the other labels and the key, with a digest.
+            text_at: Where in ``value`` the words are (keys, outermost first), written there
+                when a new version of the fact is recorded elsewhere; None: nowhere (such a
+                version is then written as a ``content`` field).
+            place: What sets the item apart within ``who``'s memory (None: the whole
+                namespace). The fact's key is ``key`` itself when ``place`` is empty and
+                ``key`` is a key as the engine keeps them; a UUID is ``memory-`` and 12 hex
+                digits of a digest; else a slug of ``place`` and ``key``, with a digest.
             ttl: Minutes the item lives after it is last read or written (None: for ever).
             index: What a store embeds of it: None for its default, False, or field paths.
 
@@ -73,10 +78,11 @@ class ItemMethods(EngineCore):
         key = _validation.item_key(key)
         kept = _validation.item_value(value)
         words = _validation.content(text, field="text")
-        home = _validation.count("home", home)
-        minutes = _ttl(ttl)
+        path = _validation.item_path("text_at", text_at)
+        where = ns if place is None else _validation.item_path("place", place, empty=True)
+        minutes = _validation.item_ttl(ttl)
         embed = _validation.item_index(index)
-        fact_key = _items.fact_key(ns[home:], key)
+        fact_key = _items.fact_key(where or (), key)
         account, agent, owner_key = who.account, who.agent, who.user or ""
 
         def work(conn: Connection) -> Fact:
@@ -98,7 +104,7 @@ class ItemMethods(EngineCore):
                 self._end_item_fact(conn, existing)
                 _items.drop(conn, account, agent, ns, key)
                 existing = None
-            fact = _writes.record(conn, self._writer, who, fact_key, words)
+            fact = _writes.record(conn, self._writer, who, fact_key, words, item_written=True)
             _items.keep(
                 conn,
                 account=account,
@@ -109,6 +115,7 @@ class ItemMethods(EngineCore):
                 fact_key=fact_key,
                 fact_id=fact.id,
                 value=kept,
+                text_at=path,
                 index=embed,
                 ttl=minutes,
                 now=self._now(conn),
@@ -195,6 +202,8 @@ class ItemMethods(EngineCore):
         if limit is not None:
             _validation.count("limit", limit)
         _validation.count("offset", offset)
+        if equal is not None and not isinstance(equal, Mapping):
+            raise InvalidRequest("equal", f"must be a mapping of fields to values, not {equal!r}")
         return self._read(
             lambda conn: _items.under(
                 conn,
@@ -242,16 +251,24 @@ class ItemMethods(EngineCore):
         done = 0
         while True:
 
-            def work(conn: Connection) -> int:
-                rows = _items.run_out(conn, self._now(conn), _SWEEP)
+            def work(conn: Connection) -> tuple[int, int]:
+                now = self._now(conn)
+                rows = _items.run_out(conn, now, _SWEEP)
+                deleted = 0
                 for row in rows:
+                    who = Identity(row.account, row.owner_key or None, row.agent)
+                    _versions.lock_person(conn, who.account, who.user)
+                    _versions.lock_key(conn, who, row.fact_key)
+                    if not _items.still_run_out(conn, row, now):
+                        continue  # put again, or swept by another, since it was read
                     self._end_item_fact(conn, row, cause=EndCause.EXPIRED, at=row.expires_at)
                     _items.drop(conn, row.account, row.agent, _items.split(row.namespace), row.key)
-                return len(rows)
+                    deleted += 1
+                return len(rows), deleted
 
-            swept = self._write(work)
-            done += swept
-            if swept < _SWEEP:
+            seen, deleted = self._write(work)
+            done += deleted
+            if seen < _SWEEP:
                 return done
 
     def relevance(
@@ -301,14 +318,6 @@ class ItemMethods(EngineCore):
             cause=cause,
             at=None if at is None else max(at, own.valid_from),
         )
-
-
-def _ttl(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidRequest("ttl", f"must be a positive number of minutes or None, got {value!r}")
-    return float(value)
 
 
 def _ages(item: StoreItem | None) -> bool:

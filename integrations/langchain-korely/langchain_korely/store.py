@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -54,7 +55,11 @@ TEXT_FIELDS = ("content", "text", "memory")
 MAX_WORDS = 2000
 
 Ref = tuple[tuple[str, ...], str]
+_log = logging.getLogger(__name__)
 _PLAIN_FIELD = re.compile(r"[\w -]+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+EXACT = 2**53
 
 
 class KorelyStore(BaseStore):
@@ -159,7 +164,10 @@ class KorelyStore(BaseStore):
 
         def sweep() -> None:
             while not self._stop.wait(minutes * 60):
-                self.sweep_ttl()
+                try:
+                    self.sweep_ttl()
+                except Exception:  # the database away for a while: sweep again next time
+                    _log.exception("KorelyStore: a TTL sweep failed; the next one will retry")
 
         self._sweeper = threading.Thread(target=sweep, name="korely-ttl-sweeper", daemon=True)
         self._sweeper.start()
@@ -178,27 +186,37 @@ class KorelyStore(BaseStore):
 
     # -- the mapping -----------------------------------------------------------------------
 
-    def whose(self, namespace: Sequence[str]) -> tuple[Identity, int]:
-        """Whose memory ``namespace`` is, and how many of its labels say so."""
-        for pattern in self.namespaces:
-            if len(namespace) >= len(pattern) and all(
-                p in (USER, label) for p, label in zip(pattern, namespace, strict=False)
+    def whose(self, namespace: Sequence[str]) -> tuple[Identity, tuple[str, ...]]:
+        """Whose memory ``namespace`` is, and what sets its items apart in that memory.
+
+        Under the first pattern, the labels past it (LangMem's ``("memories", "giulia")``: none,
+        so its keys are the facts' keys where they can be). Under any other, the whole
+        namespace with the user's label as '.', which no label is: the same key under two
+        patterns is two facts. Outside every pattern, the whole namespace.
+        """
+        labels = tuple(namespace)
+        for n, pattern in enumerate(self.namespaces):
+            if len(labels) >= len(pattern) and all(
+                p in (USER, label) for p, label in zip(pattern, labels, strict=False)
             ):
-                user = namespace[pattern.index(USER)] if USER in pattern else None
+                if USER not in pattern:
+                    return Identity(self.account, None, self.agent), labels
+                at = pattern.index(USER)
                 try:
-                    return limits.check_identity(Identity(self.account, user, self.agent)), len(
-                        pattern
-                    )
+                    who = limits.check_identity(Identity(self.account, labels[at], self.agent))
                 except InvalidRequest as refused:
                     raise InvalidRequest(
                         "namespace", f"names a user the engine refuses: {refused.message}"
                     ) from None
-        return Identity(self.account, None, self.agent), 0
+                if n == 0:
+                    return who, labels[len(pattern) :]
+                return who, (*labels[:at], ".", *labels[at + 1 :])
+        return Identity(self.account, None, self.agent), labels
 
     # -- operations ------------------------------------------------------------------------
 
     def _check(self, op: PutOp) -> None:
-        limits.check_item(op.namespace, op.key, op.value)
+        limits.check_item(op.namespace, op.key, op.value, index=op.index, ttl=op.ttl)
         if op.value is not None:
             self.whose(op.namespace)
 
@@ -206,15 +224,17 @@ class KorelyStore(BaseStore):
         if op.value is None:
             self.engine.delete_item(self.account, self.agent, op.namespace, op.key)
             return
-        who, home = self.whose(op.namespace)
+        who, place = self.whose(op.namespace)
         value = dict(op.value)
+        words, at = shown(value)
         self.engine.put_item(
             who,
             op.namespace,
             op.key,
             value,
-            text=words_of(value),
-            home=home,
+            text=words,
+            text_at=at,
+            place=place,
             ttl=op.ttl,
             index=op.index,
         )
@@ -231,6 +251,7 @@ class KorelyStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
+        _check_operators(op.filter)
         equal, rest = _split_filter(op.filter or {})
         scored: list[tuple[StoreItem, float | None]]
         if not rest and not op.query:  # the database pages what it filtered exactly
@@ -249,7 +270,7 @@ class KorelyStore(BaseStore):
                 self.account, self.agent, prefix, live=self._live, equal=equal
             )
             if rest:
-                found = [i for i in found if matches(_value(i), rest)]
+                found = [i for i in found if matches(i.value, rest)]
             ranked = self._ranked(op.query, found) if op.query else [(i, None) for i in found]
             scored = list(ranked[op.offset : op.offset + op.limit])
         if op.refresh_ttl:
@@ -275,7 +296,7 @@ class KorelyStore(BaseStore):
         """The texts of ``item`` its index embeds (none when its put said ``index=False``)."""
         if item.index is False:
             return []
-        value = _value(item)
+        value = item.value
         paths = (
             self._fields
             if item.index is None or item.index is True
@@ -304,11 +325,22 @@ class KorelyStore(BaseStore):
 
 def words_of(value: dict[str, Any]) -> str:
     """The words of the fact that shows ``value``: its text field, else its compact JSON."""
-    text = _text_in(value)
-    if text is None:
+    return shown(value)[0]
+
+
+def shown(value: dict[str, Any]) -> tuple[str, tuple[str, ...] | None]:
+    """The words of the fact that shows ``value``, and where in it they are (None: the value's
+    compact JSON, which has no one place)."""
+    at = _text_at(value)
+    if at is None:
         text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    else:
+        found: Any = value
+        for field in at:
+            found = found[field]
+        text = found
     text = text.strip()
-    return text if len(text) <= MAX_WORDS else text[: MAX_WORDS - 1] + "…"
+    return (text if len(text) <= MAX_WORDS else text[: MAX_WORDS - 1] + "…"), at
 
 
 def matches(value: dict[str, Any], where: dict[str, Any]) -> bool:
@@ -328,13 +360,37 @@ def _split_filter(where: dict[str, Any]) -> tuple[dict[str, str | int | float], 
     for field, wanted in where.items():
         if isinstance(wanted, dict) and set(wanted) == {"$eq"}:
             wanted = wanted["$eq"]
-        plain = isinstance(wanted, (str, int, float)) and not isinstance(wanted, bool)
-        plain = plain and wanted == wanted and "\x00" not in str(wanted)  # no NaN, no NUL
-        if plain and _PLAIN_FIELD.fullmatch(field):
+        if _database_checks(field, wanted):
             equal[field] = wanted
         else:
             rest[field] = where[field]
     return equal, rest
+
+
+def _database_checks(field: str, wanted: Any) -> bool:
+    """Whether the database compares ``field`` with ``wanted`` as ``matches`` does: a plain
+    field name, a string it can hold, or a number small enough to compare exactly."""
+    if not isinstance(field, str) or not _PLAIN_FIELD.fullmatch(field):
+        return False
+    if isinstance(wanted, str):
+        return "\x00" not in wanted and not _SURROGATE.search(wanted)
+    number = isinstance(wanted, (int, float)) and not isinstance(wanted, bool)
+    return number and abs(wanted) < EXACT  # NaN is not
+
+
+def _check_operators(where: Any) -> None:
+    """Refuse an operator ``matches`` does not know, whatever the items hold."""
+    if isinstance(where, dict):
+        for name, inner in where.items():
+            if isinstance(name, str) and name.startswith("$") and name not in _OPERATORS:
+                raise InvalidRequest(
+                    "filter",
+                    f"unknown operator {name!r}: use $eq, $ne, $gt, $gte, $lt or $lte",
+                )
+            _check_operators(inner)
+    elif isinstance(where, (list, tuple)):
+        for inner in where:
+            _check_operators(inner)
 
 
 def _at(value: dict[str, Any], field: str) -> Any:
@@ -396,41 +452,27 @@ def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     return all(p == "*" or p == label for p, label in zip(path, labels, strict=True))
 
 
-def _text_in(value: dict[str, Any], depth: int = 2) -> str | None:
+def _text_at(value: dict[str, Any], depth: int = 2) -> tuple[str, ...] | None:
+    """The path of the first text field holding a non-empty string, looked for one level down
+    too (LangMem's manager keeps ``{"kind": ..., "content": {"content": ...}}``)."""
     for field in TEXT_FIELDS:
         found = value.get(field)
         if isinstance(found, str) and found.strip():
-            return found
+            return (field,)
         if isinstance(found, dict) and depth > 1:
-            inner = _text_in(found, depth - 1)
+            inner = _text_at(found, depth - 1)
             if inner is not None:
-                return inner
+                return (field, *inner)
     return None
 
 
-def _value(item: StoreItem) -> dict[str, Any]:
-    """The item's value, with the words of its fact as true now when something corrected the
-    fact since the put."""
-    return _with_words(item.value, item.text) if item.corrected else item.value
-
-
-def _with_words(value: dict[str, Any], words: str, depth: int = 2) -> dict[str, Any]:
-    for field in TEXT_FIELDS:
-        found = value.get(field)
-        if isinstance(found, str) and found.strip():
-            return {**value, field: words}
-        if isinstance(found, dict) and depth > 1 and _text_in(found, depth - 1) is not None:
-            return {**value, field: _with_words(found, words, depth - 1)}
-    return {**value, "content": words}
-
-
 def _words(item: StoreItem) -> str:
-    return item.text
+    return words_of(item.value)
 
 
 def _item(found: StoreItem) -> Item:
     return Item(
-        value=_value(found),
+        value=found.value,
         key=found.key,
         namespace=found.namespace,
         created_at=found.created_at,
@@ -442,7 +484,7 @@ def _search_item(found: StoreItem, score: float | None) -> SearchItem:
     return SearchItem(
         namespace=found.namespace,
         key=found.key,
-        value=_value(found),
+        value=found.value,
         created_at=found.created_at,
         updated_at=found.updated_at,
         score=score,

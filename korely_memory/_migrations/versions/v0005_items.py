@@ -33,6 +33,7 @@ def upgrade() -> None:
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("ttl", sa.Float(), nullable=True),
         sa.Column("embed", sa.Text(), nullable=False),
+        sa.Column("text_at", sa.Text(), nullable=True),
         sa.Column("value", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("account", "agent", "namespace", "key", name="pk_korely_items"),
     )
