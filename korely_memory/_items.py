@@ -185,8 +185,7 @@ def keep(
     if existing is None:
         conn.execute(_INSERT, params | {"created_at": now})
     else:
-        where = {f"where_{k}": v for k, v in _ref(account, agent, ns, key).items()}
-        conn.execute(_UPDATE, where | {c: params[c] for c in _WRITTEN})
+        conn.execute(_UPDATE, _where(account, agent, ns, key) | {c: params[c] for c in _WRITTEN})
 
 
 def follow(conn: Connection, fact: Fact, now: dt.datetime) -> None:
@@ -198,13 +197,9 @@ def follow(conn: Connection, fact: Fact, now: dt.datetime) -> None:
         return
     path = None if row.text_at is None else json.loads(row.text_at)
     value = _with_words(json.loads(row.value), path or ["content"], fact.content)
-    where = {
-        f"where_{k}": v
-        for k, v in _ref(row.account, row.agent, split(row.namespace), row.key).items()
-    }
     conn.execute(
-        _FOLLOW,
-        where
+        _UPDATE,
+        _where(row.account, row.agent, split(row.namespace), row.key)
         | {
             "fact_id": fact.id,
             "updated_at": now,
@@ -244,19 +239,11 @@ def refresh(
     whole time again, from ``now``."""
     done = 0
     for ns, key in sorted(set(refs)):
-        ttl = conn.execute(
-            sa.select(items.c.ttl).where(
-                *_this(account, agent, ns, key),
-                items.c.ttl.is_not(None),
-                items.c.expires_at > now,
-            )
-        ).scalar()
-        if ttl is not None:
-            done += conn.execute(
-                items.update()
-                .where(*_this(account, agent, ns, key))
-                .values(expires_at=expiry(now, ttl))
-            ).rowcount
+        found = conn.execute(_ROW, _ref(account, agent, ns, key)).first()
+        if found is None or found.ttl is None or not found.expires_at > now:
+            continue
+        change = {"expires_at": expiry(now, found.ttl)}
+        done += conn.execute(_UPDATE, _where(account, agent, ns, key) | change).rowcount
     return done
 
 
@@ -340,21 +327,11 @@ _UPDATE = items.update().where(
     items.c.key == sa.bindparam("where_key"),
 )
 _DELETE = items.delete().where(*_THIS)
-_FOLLOW = items.update().where(
-    items.c.account == sa.bindparam("where_account"),
-    items.c.agent == sa.bindparam("where_agent"),
-    items.c.namespace == sa.bindparam("where_namespace"),
-    items.c.key == sa.bindparam("where_key"),
-)
 
 
-def _this(account: str, agent: str, ns: Sequence[str], key: str) -> list[sa.ColumnElement[bool]]:
-    return [
-        items.c.account == account,
-        items.c.agent == agent,
-        items.c.namespace == joined(ns),
-        items.c.key == key,
-    ]
+def _where(account: str, agent: str, ns: Sequence[str], key: str) -> dict[str, Any]:
+    """An item's reference as ``_UPDATE`` binds it (its SET takes the columns' own names)."""
+    return {f"where_{k}": v for k, v in _ref(account, agent, ns, key).items()}
 
 
 _TRUE_PERSONAL = sa.text(true_personal_row("korely_facts"))

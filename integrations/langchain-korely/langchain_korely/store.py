@@ -54,7 +54,6 @@ TEXT_FIELDS = ("content", "text", "memory")
 """The fields whose string is a fact's words, in the order they are looked for."""
 MAX_WORDS = 2000
 
-Ref = tuple[tuple[str, ...], str]
 _log = logging.getLogger(__name__)
 _PLAIN_FIELD = re.compile(r"[\w -]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -35,7 +35,16 @@ from langgraph.func import entrypoint
 from korely_memory import EndCause, Identity, MemoryEngine
 from langchain_korely import KorelyMiddleware, KorelyStore
 
-from ._agents import ScriptedChatModel, scripted, skip_async_on_python_3_10, tool_messages
+from ._agents import (
+    CHANGED,
+    ScriptedChatModel,
+    ask,
+    fake,
+    prompt_text,
+    scripted,
+    skip_async_on_python_3_10,
+    tool_messages,
+)
 
 LANGMEM_RUNS = sys.version_info >= (3, 11)
 langmem_only = pytest.mark.skipif(
@@ -548,3 +557,34 @@ async def test_search_ranks_by_the_embedder(db_url: str, embedder: str) -> None:
             scores = [item.score for item in found if item.score is not None]
             assert len(scores) == len(found), "a ranked search scores every item"
             assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1], scores
+
+
+# 5. A put is a new version: an agent's `KorelyMiddleware` reader is told of it once.
+
+
+async def test_a_reader_is_told_once_of_what_a_store_put_changed(
+    engine: MemoryEngine, use_async: bool
+) -> None:
+    """Three conversations of one agent (`KorelyMiddleware` with a reader, and the store), while
+    another part of the application puts through the store between the first two: the second
+    prompt holds the change, the third does not."""
+    store = korely_store(engine)
+    store.put(("memories", "giulia"), "home-city", {"content": "Giulia lives in Rome"})
+    model = fake("Hello.", "Noted.", "Hello again.")
+    agent = create_agent(
+        model,
+        system_prompt="You are Giulia's assistant.",
+        middleware=[KorelyMiddleware(engine, reader="assistant-bot")],
+        store=store,
+    )
+
+    await ask(agent, "Hi", GIULIA, use_async)
+    store.put(("memories", "giulia"), "home-city", {"content": "Giulia lives in Milan"})
+    await ask(agent, "I moved", GIULIA, use_async)
+    await ask(agent, "Hi again", GIULIA, use_async)
+
+    first, second, third = (prompt_text(messages) for messages in model.received)
+    told = [line for line in second.splitlines() if "was: " in line]
+    assert "Giulia lives in Rome" in first and CHANGED not in first
+    assert len(told) == 1 and "Rome" in told[0] and "Milan" in told[0].split("now:")[1]
+    assert CHANGED not in third and "Giulia lives in Milan" in third
