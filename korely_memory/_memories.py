@@ -4,6 +4,15 @@ A memory's words are indexed when it is kept (``korely_memory_terms``, with
 how often each is said), so a block and a search find the relevant ones and
 score them (BM25) from the index, never reading every memory's text. A block
 then reads only as much of each memory as its budget could show.
+
+A conversation kept turn by turn says little in each turn: "I signed up
+yesterday" answers "What did you sign up for?". So a memory kept within
+``REPLY_WINDOW`` of the previous one of its namespace answers it
+(``replies_to``): its index also holds the last ``CONTEXT_WORDS`` words of
+that one, and the days it is about (``_days``); and a memory scores a share
+(``ANSWERED``) of the best score of the memory that answers it. When a memory
+goes, the index of the one answering it is rebuilt from its own words, so
+that no copy of the words that went is left.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _database, _notes, _versions
+from . import _database, _days, _notes, _versions
 from ._bm25 import bm25_idf, bm25_term
 from ._identity import EndCause, Identity
 from ._schema import facts, memories, memory_terms, personal_row
@@ -29,6 +38,10 @@ from ._words import Words
 RECENT = 200  # memories looked at for one block when every one is scored (embeddings)
 PER_TERM = 200  # postings read per query word for a block
 MAX_TERMS = 1024  # distinct words indexed of one memory
+REPLY_WINDOW = dt.timedelta(minutes=10)  # a memory kept this soon after another answers it
+CONTEXT_WORDS = 64  # words of the memory answered, from its end, in the index of the answer
+CONTEXT_CHARS = 1_000  # characters read from the end of the memory answered
+ANSWERED = 0.3  # the share of the answer's score a memory it answers gains
 
 
 @dataclass(frozen=True)
@@ -48,9 +61,14 @@ def _mine(who: Identity) -> list[sa.ColumnElement[bool]]:
 
 
 def add(conn: Connection, who: Identity, content: str, now: dt.datetime, words: Words) -> Memory:
-    """Keep ``content`` as a memory of ``who``, its words in the index."""
-    said = words(content)
-    counts = Counter(said)
+    """Keep ``content`` as a memory of ``who``, its words in the index, answering the memory
+    kept just before it when that was within ``REPLY_WINDOW``."""
+    before = conn.execute(_LAST_KEPT, _names(who)).first()
+    if before is not None and dt.timedelta(0) <= now - before.created_at <= REPLY_WINDOW:
+        replies_to, context = before.id, words(before.tail)[-CONTEXT_WORDS:]
+    else:
+        replies_to, context = None, []
+    counts, length = _terms(words(content), context, now, content, words)
     memory_id = conn.execute(
         memories.insert()
         .values(
@@ -60,11 +78,29 @@ def add(conn: Connection, who: Identity, content: str, now: dt.datetime, words: 
             agent=who.agent,
             content=content,
             created_at=now,
-            words=len(said),
+            words=length,
             chars=len(content),
+            replies_to=replies_to,
         )
         .returning(memories.c.id)
     ).scalar_one()
+    _index(conn, who, memory_id, counts)
+    return Memory(memory_id, who.account, who.user, who.agent, content, now)
+
+
+def _terms(
+    said: list[str], context: list[str], kept_at: dt.datetime, content: str, words: Words
+) -> tuple[Counter[str], int]:
+    """What a memory is found by, and its length in words: its own words, those of the memory
+    it answers, and the days it is about."""
+    days = words(_days.days_words(kept_at, content)) if words.language in _days.ENGLISH else []
+    counts = Counter(said)
+    counts.update(context)
+    counts.update(days)
+    return counts, len(said) + len(context) + len(days)
+
+
+def _index(conn: Connection, who: Identity, memory_id: int, counts: Counter[str]) -> None:
     rows = [
         {
             "account": who.account,
@@ -78,7 +114,21 @@ def add(conn: Connection, who: Identity, content: str, now: dt.datetime, words: 
     ]
     if rows:
         conn.execute(memory_terms.insert(), rows)
-    return Memory(memory_id, who.account, who.user, who.agent, content, now)
+
+
+def _unanswer(conn: Connection, going: Sequence[int], words: Words) -> None:
+    """Before memories go: those that answer one of them, and stay, answer nothing any more,
+    their index rebuilt from their own words."""
+    answers = conn.execute(
+        sa.select(memories).where(memories.c.replies_to.in_(going), memories.c.id.not_in(going))
+    ).all()
+    for row in answers:
+        counts, length = _terms(words(row.content), [], row.created_at, row.content, words)
+        conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == row.id))
+        conn.execute(
+            memories.update().where(memories.c.id == row.id).values(replies_to=None, words=length)
+        )
+        _index(conn, Identity(row.account, row.owner, row.agent), row.id, counts)
 
 
 def get(
@@ -110,6 +160,16 @@ _SIZES = (
     .limit(sa.bindparam("limit"))
 )
 _WHOLE = sa.select(memories).where(memories.c.id.in_(sa.bindparam("ids", expanding=True)))
+_TAIL = sa.func.substr(
+    memories.c.content,
+    sa.case((memories.c.chars > CONTEXT_CHARS, memories.c.chars - CONTEXT_CHARS + 1), else_=1),
+)
+_LAST_KEPT = (
+    sa.select(memories.c.id, memories.c.created_at, _TAIL.label("tail"))
+    .where(*_MINE_BOUND)
+    .order_by(*_NEWEST)
+    .limit(1)
+)
 
 
 def _names(who: Identity, **also: object) -> dict[str, object]:
@@ -154,6 +214,7 @@ def _lookup(n_terms: int, limited: bool) -> sa.CompoundSelect[Any]:
                 hits.c.tf,
                 memories.c.words,
                 memories.c.chars.label("size"),
+                memories.c.replies_to,
             ).join_from(hits, memories, memories.c.id == hits.c.memory_id)
         )
     stats = sa.select(
@@ -162,6 +223,7 @@ def _lookup(n_terms: int, limited: bool) -> sa.CompoundSelect[Any]:
         sa.literal(0),
         sa.func.coalesce(sa.func.avg(memories.c.words), 1.0),
         sa.literal(0),
+        sa.null(),
     ).where(*_MINE_BOUND)
     return sa.union_all(*parts, stats)
 
@@ -169,23 +231,33 @@ def _lookup(n_terms: int, limited: bool) -> sa.CompoundSelect[Any]:
 def matching(
     conn: Connection, who: Identity, terms: Sequence[str], per_term: int | None
 ) -> list[tuple[int, float, int]]:
-    """Memories that hold words of ``terms``, by BM25 from the index: (id, score, length in
-    characters), best first. ``per_term``: postings read per word, newest first (None: all)."""
+    """Memories that hold words of ``terms``, by BM25 from the index, each with a share of the
+    score of the memory that answers it: (id, score, length in characters), best first.
+    ``per_term``: postings read per word, newest first (None: all)."""
     if not terms:
         return []
     params = _names(who, per_term=per_term, **{f"t{i}": t for i, t in enumerate(terms)})
-    *rows, (_, n, _, avg, _) = conn.execute(_lookup(len(terms), per_term is not None), params).all()
+    *rows, stats = conn.execute(_lookup(len(terms), per_term is not None), params).all()
     if not rows:
         return []
+    n, average = stats[1], float(stats[3])
     df = Counter(term for term, *_ in rows)
     idf = {term: bm25_idf(n, held) for term, held in df.items()}
-    average = float(avg)
-    scores: dict[int, float] = {}
+    found: dict[int, float] = {}
     sizes: dict[int, int] = {}
-    for term, memory_id, tf, words, size in rows:
+    answering: dict[int, int] = {}  # the memory answered: the one answering it
+    for term, memory_id, tf, words, size, replies_to in rows:
         weight = idf[term] * bm25_term(tf, words, average)
-        scores[memory_id] = scores.get(memory_id, 0.0) + weight
+        found[memory_id] = found.get(memory_id, 0.0) + weight
         sizes[memory_id] = size
+        if replies_to is not None:
+            answering[replies_to] = memory_id
+    scores = {}
+    for i, score in found.items():
+        answer = answering.get(i, -1)
+        scores[i] = score + ANSWERED * (
+            found.get(answer, 0.0) + found.get(answering.get(answer, -1), 0.0)
+        )
     ranked = sorted(scores, key=lambda i: (-scores[i], -i))
     return [(i, scores[i], sizes[i]) for i in ranked]
 
@@ -226,12 +298,13 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
     their words and lose the link.
     Returns the ids of the memories deleted."""
     doomed = {v.source_memory_id for v in versions if v.source_memory_id is not None}
+    held: dict[int, list[tuple[set[str], int]]] = {}  # memory: (words, how many) per version
     for version in versions:
         terms = words.distinct(version.content)
         if not terms:
             continue
         need = max(len(terms) // 2 + 1, min(2, len(terms)))
-        held = conn.execute(
+        found = conn.execute(
             sa.select(memory_terms.c.memory_id)
             .where(
                 memory_terms.c.account == version.account,
@@ -242,18 +315,30 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
             .group_by(memory_terms.c.memory_id)
             .having(sa.func.count() >= need)
         )
-        doomed.update(held.scalars())
+        for memory_id in found.scalars():
+            held.setdefault(memory_id, []).append((set(terms), need))
+    if held:
+        # The index also holds the words of the memory each answers, and its days: a memory
+        # goes for its own words.
+        rows = conn.execute(
+            sa.select(memories.c.id, memories.c.content).where(memories.c.id.in_(sorted(held)))
+        )
+        for memory_id, content in rows:
+            own = set(words(content))
+            if any(len(own & terms) >= need for terms, need in held[memory_id]):
+                doomed.add(memory_id)
     if not doomed:
         return []
     ids = sorted(doomed)
     texts = conn.execute(sa.select(memories.c.content).where(memories.c.id.in_(ids))).scalars()
     forget_vectors(conn, list(texts))
+    _unanswer(conn, ids, words)
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id.in_(ids)))
     conn.execute(memories.delete().where(memories.c.id.in_(ids)))
     return ids
 
 
-def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
+def forget(conn: Connection, memory: Memory, now: dt.datetime, words: Words) -> int:
     """Delete the memory, end the personal facts read from it and remove their words.
 
     Confirmed account facts read from it stay: they are the account's, and only
@@ -269,6 +354,7 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime) -> int:
     ended = _versions.end_versions(conn, personal, cause=EndCause.FORGOTTEN, now=now)
     _versions.erase_words(conn, personal)
     forget_vectors(conn, [memory.content])
+    _unanswer(conn, [memory.id], words)
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == memory.id))
     conn.execute(memories.delete().where(memories.c.id == memory.id))  # links go with it
     _notes.redact(conn, memory.account, read_ids, [memory.id])

@@ -285,6 +285,12 @@ class MemoryRow(Base):
     words: Mapped[int] = mapped_column(Integer, default=0)
     # Its length in characters: a block sizes what it shows without reading the text.
     chars: Mapped[int] = mapped_column(Integer, default=0)
+    # The memory of the same namespace kept just before it, which it answers: the index holds
+    # the end of that one's words too (revision 0006). Cleared, and the index rebuilt, when
+    # that memory goes.
+    replies_to: Mapped[int | None] = mapped_column(
+        Id, ForeignKey("korely_memories.id", ondelete="SET NULL")
+    )
     # Last: on SQLite, the columns before a long text are read without its overflow pages.
     content: Mapped[str] = mapped_column(Text)
 
@@ -292,6 +298,8 @@ class MemoryRow(Base):
         Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),
         # A person's memories under every agent definition: erasure and export (revision 0002).
         Index("ix_korely_memories_owner_only", "account", "owner_key"),
+        # The memory that answers one about to go (revision 0006).
+        Index("ix_korely_memories_replies_to", "replies_to"),
         {"sqlite_autoincrement": True},
     )
 

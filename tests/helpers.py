@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -10,6 +11,22 @@ import sqlalchemy as sa
 
 from korely_memory import Identity, MemoryEngine, _versions
 from korely_memory._schema import Base
+
+
+class Clock:
+    """A clock the test moves by hand, for ``MemoryEngine(clock=...)``."""
+
+    def __init__(self, start: dt.datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += dt.timedelta(**delta)
+
+    def to(self, moment: dt.datetime) -> None:
+        self.now = moment
 
 
 def snapshot(engine: MemoryEngine) -> dict[str, str]:

@@ -454,13 +454,16 @@ def test_erasing_a_fact_erases_the_excerpts_that_hold_its_words(
     engine.add_memory(giulia, f"user: the {SECRET} type 1 diabetes check is on Monday")
     engine.add_memory(giulia, "user: my mother has diabetes")  # another fact's words
     engine.add_memory(giulia, "user: I plan to visit Rome")
-    assert len(engine.search(giulia, "diabetes").memories) == 4
+    # Four say it; the last answers "my mother has diabetes" and is found by its words too.
+    assert len(engine.search(giulia, "diabetes").memories) == 5
 
     engine.forget(giulia, "health", erase=True)
 
     left = [m.content for m in engine.export_user("acme", "giulia").memories]
     assert left == ["user: my mother has diabetes", "user: I plan to visit Rome"]
-    assert [m.content for m in engine.search(giulia, "type 1 diabetes").memories] == left[:1]
+    assert [m.content for m in engine.search(giulia, "type 1 diabetes").memories] == left
+    # The memory that answered an erased one no longer holds its words.
+    assert engine.search(giulia, "check Monday").memories == ()
     block = engine.get_context(giulia, "diabetes")
     assert SECRET not in block.text and "type 1" not in block.text
     home = engine.get_facts(giulia)[0]  # read from an excerpt that is gone: still true

@@ -12,29 +12,16 @@ from korely_memory import EndCause, Identity, InvalidRequest, MemoryEngine, NotF
 from korely_memory.tools import MEMORY_TOOLS
 
 from .cli_helpers import as_json, korely
-from .helpers import snapshot
+from .helpers import Clock, snapshot
 
 UTC = dt.timezone.utc
 DEC_1 = dt.datetime(2026, 12, 1, 9, tzinfo=UTC)
 LEAVE = "Giulia is on leave until 15 December"
 
 
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = DEC_1
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-    def to(self, moment: dt.datetime) -> None:
-        self.now = moment
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(DEC_1)
 
 
 @pytest.fixture

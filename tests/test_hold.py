@@ -10,25 +10,14 @@ import pytest
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 
+from .helpers import Clock
+
 START = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.timezone.utc)
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += dt.timedelta(**delta)
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(START)
 
 
 @pytest.fixture

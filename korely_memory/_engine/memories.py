@@ -70,7 +70,7 @@ class MemoryMethods(EngineCore):
         def work(conn: Connection) -> Memory:
             _versions.lock_person(conn, who.account, who.user)
             memory = self._memory_of(conn, who, mid, exclusive=True)
-            _memories.forget(conn, memory, self._now(conn))
+            _memories.forget(conn, memory, self._now(conn), self._words)
             return memory
 
         memory = self._write(work)

@@ -31,6 +31,8 @@ ADDED_LATER = frozenset(
         "ix_korely_notes_owner_only",
         "ix_korely_notes_created",
         "korely_items",
+        "korely_memories.replies_to",
+        "ix_korely_memories_replies_to",
         "uq_korely_items_fact",
         "ix_korely_items_owner_only",
         "ix_korely_items_expires",
@@ -76,6 +78,15 @@ def _name_of(op: Any) -> str | None:
     return op.table_name if isinstance(op, ops.CreateTableOp) else None
 
 
+def _added_later(table: str, part: Any) -> bool:
+    """A column a later revision adds, or a foreign key on one."""
+    if isinstance(part, sa.Column):
+        return f"{table}.{part.name}" in ADDED_LATER
+    if isinstance(part, sa.ForeignKeyConstraint):
+        return any(f"{table}.{key}" in ADDED_LATER for key in part.column_keys)
+    return False
+
+
 def _without_later(found: list[Any]) -> list[Any]:
     kept = []
     for op in found:
@@ -86,11 +97,7 @@ def _without_later(found: list[Any]) -> list[Any]:
         elif _name_of(op) in ADDED_LATER:
             continue
         elif isinstance(op, ops.CreateTableOp):
-            op.columns = [
-                c
-                for c in op.columns
-                if not isinstance(c, sa.Column) or f"{op.table_name}.{c.name}" not in ADDED_LATER
-            ]
+            op.columns = [c for c in op.columns if not _added_later(op.table_name, c)]
         kept.append(op)
     return kept
 
