@@ -41,6 +41,7 @@ class Sizes:
     concurrency_seconds: float = 5.0
     placements: tuple[str, ...] = ("system", "context", "notes")
     store_items: tuple[int, ...] = (40, 1_000, 10_000)
+    locomo_conversations: int | None = None  # the first N of the file's ten (None: all)
 
 
 SMOKE = Sizes(
@@ -66,6 +67,7 @@ SMOKE = Sizes(
     concurrency_seconds=0.3,
     placements=("notes",),
     store_items=(40, 200),
+    locomo_conversations=1,
 )
 
 
@@ -73,6 +75,7 @@ SMOKE = Sizes(
 class Table:
     rows: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     figures: dict[tuple[str, str], float] = field(default_factory=dict)
+    sections: list[str] = field(default_factory=list)  # tables of their own, printed after
 
     def put(self, label: str, backend: str, value: float | str, fmt: str = "{:.2f}") -> None:
         if isinstance(value, float | int):

@@ -2,6 +2,7 @@
 
     python -m benchmarks            # the full run (about 25 minutes on 2 vCPU)
     python -m benchmarks --smoke    # tiny sizes: only checks that every workload still runs
+    python -m benchmarks --only locomo --data PATH/locomo10.json   # LoCoMo (see locomo.py)
 
 PostgreSQL is the server at ``--postgres`` (default ``$KORELY_TEST_POSTGRES_URL``,
 else the local one the tests use); each workload gets a schema of its own,
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from korely_memory import Identity, MemoryEngine
 from korely_memory._tokens import TokenCounter
 
-from . import concurrency, long_memories, peers, placement, relevance, store
+from . import concurrency, locomo, long_memories, peers, placement, relevance, store
 from . import workloads as w
 from .base import PEER, SMOKE, Databases, Sizes, Table, in_turns
 from .data import QUERY, items, load, others, person
@@ -205,6 +206,7 @@ WORKLOADS = {
     "concurrency": concurrency.concurrency,
     "placement": placement.placement,
     "store": store.store,
+    "locomo": locomo.locomo,
 }
 
 
@@ -224,7 +226,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backend", choices=BACKENDS, action="append", help="run only on these databases"
     )
+    parser.add_argument(
+        "--data", help="LoCoMo's locomo10.json, for the locomo workload (skipped without it)"
+    )
+    parser.add_argument(
+        "--embed",
+        help="locomo: also rank with this embedding model (provider:model, e.g. "
+        "openai:text-embedding-3-small; needs its API key), or 'fake' to check the path runs",
+    )
+    parser.add_argument(
+        "--answer",
+        metavar="MODEL",
+        help="locomo: have this chat model (provider:model, needs its API key) answer from the "
+        "2,000-token block, judged by the same model as LoCoMo's papers judge (J score)",
+    )
     args = parser.parse_args(argv)
+    workloads = dict(WORKLOADS)
+    workloads["locomo"] = functools.partial(
+        locomo.locomo, data=args.data, embed=args.embed, answer=args.answer
+    )
     sizes = SMOKE if args.smoke else Sizes()
     if args.smoke:
         # Tiny sizes start dozens of short-lived processes, each of which would spend longer
@@ -242,11 +262,14 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             for name in args.only or WORKLOADS:
                 t = time.perf_counter()
-                WORKLOADS[name](table, dbs, backend, sizes)
+                workloads[name](table, dbs, backend, sizes)
                 print(f"{backend} {name}: {time.perf_counter() - t:.0f} s", file=sys.stderr)
     print(machine())
     print()
     print(table.markdown())
+    for section in table.sections:
+        print()
+        print(section)
     return 0
 
 
