@@ -56,7 +56,8 @@ SCORED = (1, 2, 3, 4)
 ACCOUNT = "locomo"
 AGENT = "locomo-bench"
 _WHEN = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
-_DIA = re.compile(r"D\d+:\d+")
+_DIA = re.compile(r"D:?(\d+):(\d+)")  # "D8:6"; the data also says "D30:05" and "D:11:26"
+_LABEL = re.compile(r"\W*(?:label\W*)?(CORRECT|WRONG)\W*", re.IGNORECASE)  # the judge's last line
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ def _conversation(raw: dict[str, Any]) -> Conversation:
     left_out = 0
     for q in raw["qa"]:
         # A few entries hold two ids in one string ("D8:6; D9:17"); a few name no turn at all.
-        evidence = frozenset(e for entry in q["evidence"] for e in _DIA.findall(entry)) & known
+        named = (f"D{int(s)}:{int(t)}" for entry in q["evidence"] for s, t in _DIA.findall(entry))
+        evidence = frozenset(named) & known
         if not evidence:
             left_out += 1
             continue
@@ -359,8 +361,9 @@ class Judged:
     def __call__(self, q: Question, block: str) -> float:
         said = self.model.invoke(ANSWER.format(block=block, question=q.text)).text
         verdict = self.model.invoke(JUDGE.format(question=q.text, gold=q.answer, generated=said))
-        last = verdict.text.strip().splitlines()[-1:] or [""]
-        return 1.0 if "CORRECT" in last[0].upper() and "WRONG" not in last[0].upper() else 0.0
+        last = (verdict.text.strip().splitlines() or [""])[-1]
+        label = _LABEL.fullmatch(last)
+        return 1.0 if label is not None and label.group(1).upper() == "CORRECT" else 0.0
 
 
 def chat_model(name: str) -> Any:

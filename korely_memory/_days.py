@@ -10,7 +10,9 @@ another language is found by its own words alone.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
+from collections.abc import Callable
 
 ENGLISH = frozenset({"english", "porter"})
 
@@ -56,25 +58,38 @@ _YESTERDAY = re.compile(r"\byesterday\b")
 
 
 def days_words(kept_at: dt.datetime, text: str) -> str:
-    """The day ``text`` was kept, and the days and months it points to, in words."""
+    """The day ``text`` was kept, and the days and months it points to, in words (none that
+    would fall before year 1)."""
     said = text.casefold()
     found = [_day(kept_at)]
+    for pointed in _pointed(kept_at, said):
+        try:
+            found.append(pointed())
+        except (OverflowError, ValueError):  # before year 1: no such day
+            continue
+    return " ".join(dict.fromkeys(found))
+
+
+def _pointed(kept_at: dt.datetime, said: str) -> list[Callable[[], str]]:
+    """The days and months ``said`` points to from ``kept_at``, each to be worked out."""
+    found: list[Callable[[], str]] = []
     if _YESTERDAY.search(said):
-        found.append(_day(kept_at - dt.timedelta(days=1)))
+        found.append(functools.partial(_back, kept_at, 1, "day"))
     for count, unit in _AGO.findall(said):
         n = int(count) if count.isdigit() else _COUNTS[count]
-        found.append(_back(kept_at, n, unit))
+        found.append(functools.partial(_back, kept_at, n, unit))
     for what in _LAST.findall(said):
         if what in _WEEKDAYS:
             back = (kept_at.weekday() - _WEEKDAYS.index(what)) % 7 or 7
-            found.append(_day(kept_at - dt.timedelta(days=back)))
+            found.append(functools.partial(_back, kept_at, back, "day"))
         elif what == "night":
-            found.append(_day(kept_at - dt.timedelta(days=1)))
+            found.append(functools.partial(_back, kept_at, 1, "day"))
         elif what == "weekend":  # the Saturday before
-            found.append(_day(kept_at - dt.timedelta(days=(kept_at.weekday() - 5) % 7 or 7)))
+            back = (kept_at.weekday() - 5) % 7 or 7
+            found.append(functools.partial(_back, kept_at, back, "day"))
         else:
-            found.append(_back(kept_at, 1, what))
-    return " ".join(dict.fromkeys(found))
+            found.append(functools.partial(_back, kept_at, 1, what))
+    return found
 
 
 def _day(at: dt.datetime) -> str:
@@ -88,5 +103,9 @@ def _back(at: dt.datetime, n: int, unit: str) -> str:
         return _day(at - dt.timedelta(weeks=n))
     if unit == "month":
         months = at.year * 12 + at.month - 1 - n
+        if months < 12:
+            raise ValueError("before year 1")
         return f"{_MONTHS[months % 12]} {months // 12}"
+    if at.year - n < 1:
+        raise ValueError("before year 1")
     return str(at.year - n)

@@ -10,9 +10,12 @@ yesterday" answers "What did you sign up for?". So a memory kept within
 ``REPLY_WINDOW`` of the previous one of its namespace answers it
 (``replies_to``): its index also holds the last ``CONTEXT_WORDS`` words of
 that one, and the days it is about (``_days``); and a memory scores a share
-(``ANSWERED``) of the best score of the memory that answers it. When a memory
-goes, the index of the one answering it is rebuilt from its own words, so
-that no copy of the words that went is left.
+(``ANSWERED``) of the scores of the next two memories of the conversation (the
+one answering it, and the one answering that). A memory's own words come
+first in its index; the others fill what room is left. When a memory goes,
+the index of the one answering it is rebuilt from its own words, so that no
+copy of the words that went is left; so is the index of a memory spared by an
+erasure that found it by the words of the memory it answers.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from sqlalchemy.engine import Connection
 from . import _database, _days, _notes, _versions
 from ._bm25 import bm25_idf, bm25_term
 from ._identity import EndCause, Identity
-from ._schema import facts, memories, memory_terms, personal_row
+from ._schema import as_utc, facts, memories, memory_terms, personal_row
 from ._types import Fact, Memory
 from ._vectors import forget_vectors
 from ._words import Words
@@ -62,8 +65,14 @@ def _mine(who: Identity) -> list[sa.ColumnElement[bool]]:
 
 def add(conn: Connection, who: Identity, content: str, now: dt.datetime, words: Words) -> Memory:
     """Keep ``content`` as a memory of ``who``, its words in the index, answering the memory
-    kept just before it when that was within ``REPLY_WINDOW``."""
-    before = conn.execute(_LAST_KEPT, _names(who)).first()
+    kept just before it when that was within ``REPLY_WINDOW``.
+
+    The memory answered is held (PostgreSQL: ``FOR KEY SHARE``) until this one
+    commits: a writer deleting it waits, and then finds this one to rebuild.
+    """
+    now = as_utc(now)
+    last = _LAST_KEPT_HELD if conn.dialect.name == "postgresql" else _LAST_KEPT
+    before = conn.execute(last, _names(who)).first()
     if before is not None and dt.timedelta(0) <= now - before.created_at <= REPLY_WINDOW:
         replies_to, context = before.id, words(before.tail)[-CONTEXT_WORDS:]
     else:
@@ -94,9 +103,10 @@ def _terms(
     """What a memory is found by, and its length in words: its own words, those of the memory
     it answers, and the days it is about."""
     days = words(_days.days_words(kept_at, content)) if words.language in _days.ENGLISH else []
-    counts = Counter(said)
-    counts.update(context)
-    counts.update(days)
+    counts = Counter(dict(Counter(said).most_common(MAX_TERMS)))  # its own words first
+    for term, n in Counter([*context, *days]).items():
+        if term in counts or len(counts) < MAX_TERMS:
+            counts[term] += n
     return counts, len(said) + len(context) + len(days)
 
 
@@ -110,7 +120,7 @@ def _index(conn: Connection, who: Identity, memory_id: int, counts: Counter[str]
             "memory_id": memory_id,
             "tf": n,
         }
-        for term, n in counts.most_common(MAX_TERMS)
+        for term, n in counts.items()
     ]
     if rows:
         conn.execute(memory_terms.insert(), rows)
@@ -118,11 +128,22 @@ def _index(conn: Connection, who: Identity, memory_id: int, counts: Counter[str]
 
 def _unanswer(conn: Connection, going: Sequence[int], words: Words) -> None:
     """Before memories go: those that answer one of them, and stay, answer nothing any more,
-    their index rebuilt from their own words."""
+    their index rebuilt from their own words.
+
+    The memories going are held first (PostgreSQL: ``FOR UPDATE``), which waits for a
+    writer keeping an answer to one of them: that answer is then found and rebuilt.
+    """
+    held = sa.select(memories.c.id).where(memories.c.id.in_(going)).order_by(memories.c.id)
+    conn.execute(_database.lock_rows(held, conn.dialect.name, exclusive=True)).all()
     answers = conn.execute(
         sa.select(memories).where(memories.c.replies_to.in_(going), memories.c.id.not_in(going))
     ).all()
-    for row in answers:
+    _reindex(conn, answers, words)
+
+
+def _reindex(conn: Connection, rows: Sequence[Any], words: Words) -> None:
+    """Rebuild these memories' index from their own words: they answer nothing any more."""
+    for row in rows:
         counts, length = _terms(words(row.content), [], row.created_at, row.content, words)
         conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == row.id))
         conn.execute(
@@ -170,6 +191,7 @@ _LAST_KEPT = (
     .order_by(*_NEWEST)
     .limit(1)
 )
+_LAST_KEPT_HELD = _LAST_KEPT.with_for_update(read=True, key_share=True)
 
 
 def _names(who: Identity, **also: object) -> dict[str, object]:
@@ -320,13 +342,16 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
     if held:
         # The index also holds the words of the memory each answers, and its days: a memory
         # goes for its own words.
-        rows = conn.execute(
-            sa.select(memories.c.id, memories.c.content).where(memories.c.id.in_(sorted(held)))
-        )
-        for memory_id, content in rows:
-            own = set(words(content))
-            if any(len(own & terms) >= need for terms, need in held[memory_id]):
-                doomed.add(memory_id)
+        rows = conn.execute(sa.select(memories).where(memories.c.id.in_(sorted(held)))).all()
+        spared = []
+        for row in rows:
+            own = set(words(row.content))
+            if any(len(own & terms) >= need for terms, need in held[row.id]):
+                doomed.add(row.id)
+            else:
+                spared.append(row)
+        # Found by the words of the memory it answers, which stays: its copy of them goes.
+        _reindex(conn, [r for r in spared if r.id not in doomed], words)
     if not doomed:
         return []
     ids = sorted(doomed)

@@ -106,9 +106,13 @@ def test_the_locomo_judge_scores_as_the_model_labels() -> None:
             AIMessage("Same painting, other words.\nCORRECT"),
             AIMessage("A dog"),
             AIMessage("It says CORRECT nowhere that counts.\nWRONG"),
+            AIMessage("A cat"),
+            AIMessage("Not the same animal.\nINCORRECT"),
+            AIMessage("A sunset"),
+            AIMessage("Label: **correct**"),
         ]
     )
     judged = Judged(GenericFakeChatModel(messages=said))
     q = Question("What did Melanie paint?", "a sunset", 4, frozenset({"D1:1"}))
-    assert judged(q, "- 2023-05-08: melanie: we painted a sunset") == 1.0
-    assert judged(q, "- 2023-05-08: melanie: we painted a sunset") == 0.0
+    block = "- 2023-05-08: melanie: we painted a sunset"
+    assert [judged(q, block) for _ in range(4)] == [1.0, 0.0, 0.0, 1.0]

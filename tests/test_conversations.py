@@ -4,14 +4,16 @@ names, and nothing of a memory that went is left in the index of the one that an
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, MemoryEngine, _memories
+from korely_memory import Identity, MemoryEngine, _memories, _versions
 from korely_memory._days import days_words
 from korely_memory._schema import memories, memory_terms
+from korely_memory._words import Words
 
 from .helpers import Clock
 
@@ -206,3 +208,106 @@ def test_a_memory_whose_answer_went_first_is_forgotten_whole(
     assert "clarinet" not in indexed(engine, follow_up)
     engine.forget_memory(giulia, question)
     assert found(engine, giulia, "nice") == ["Caroline: Nice!"]
+
+
+def test_own_words_come_first_in_a_long_memory_s_index(
+    engine: MemoryEngine, giulia: Identity, clock: Clock
+) -> None:
+    """A memory with nearly as many distinct words as an index holds: the words of the memory
+    it answers take only the room left, so an erased fact still finds its own words."""
+    repeated = " ".join(f"topic{i} topic{i}" for i in range(40))
+    many = " ".join(f"subject{i}" for i in range(1_000))
+    engine.add_memory(giulia, f"Caroline: {repeated}")
+    clock.advance(seconds=20)
+    holding = engine.add_memory(giulia, f"Melanie: {many} and Alice lives in Paris").id
+    assert {"alic", "live", "pari"} <= indexed(engine, holding)
+    assert len(indexed(engine, holding)) == _memories.MAX_TERMS
+    engine.remember(giulia, "alice-city", "Alice lives in Paris")
+    engine.forget(giulia, "alice-city", erase=True)
+    assert holding not in {m.id for m in engine.export_user("acme", "giulia").memories}
+
+
+def test_erasing_a_fact_takes_the_copy_a_spared_answer_holds(
+    engine: MemoryEngine, giulia: Identity, clock: Clock
+) -> None:
+    """The question holds one of the fact's words, its answer another: neither says most of
+    them, both stay; the answer's copy of the question's words goes."""
+    question, answer = chat(
+        engine, giulia, clock, "Caroline: is Alice still around?", "Melanie: she moved to Paris"
+    )
+    assert {"alic", "pari"} <= indexed(engine, answer)
+    engine.remember(giulia, "alice-city", "Alice lives in Paris")
+    engine.forget(giulia, "alice-city", erase=True)
+    assert {m.id for m in engine.export_user("acme", "giulia").memories} == {question, answer}
+    assert "alic" not in indexed(engine, answer)
+    assert "pari" in indexed(engine, answer)
+    assert replies_to(engine, answer) is None
+
+
+def test_a_clock_without_a_zone_is_read_as_utc(sqlite_url: str, giulia: Identity) -> None:
+    naive = MAY_8.replace(tzinfo=None)
+    with MemoryEngine(sqlite_url, clock=lambda: naive) as engine:
+        first = engine.add_memory(giulia, QUESTION)
+        second = engine.add_memory(giulia, ANSWER)
+        assert replies_to(engine, second.id) == first.id
+        assert ANSWER in found(engine, giulia, "8 May 2023 instrument")
+
+
+def test_no_day_before_year_one() -> None:
+    year_one = dt.datetime(1, 1, 1, tzinfo=UTC)
+    said = "yesterday, 99 weeks ago, 3 years ago, 2 months ago, last month, last Friday"
+    assert days_words(year_one, said) == "1 January 1"
+    assert days_words(dt.datetime(2, 3, 1, tzinfo=UTC), "a year ago, 2 years ago") == "1 March 2 1"
+
+
+# -- two writers at once (PostgreSQL: SQLite's writers take turns) -----------------------------
+
+
+def test_an_answer_kept_while_its_memory_is_erased_is_rebuilt(
+    postgresql_url: str, giulia: Identity, clock: Clock
+) -> None:
+    """A writer keeps an answer to a memory, and has not committed, when another erases a fact
+    whose words that memory holds: the erasure waits for it, then rebuilds the answer."""
+    with MemoryEngine(postgresql_url, clock=clock) as engine:
+        said = engine.add_memory(giulia, "Giulia: my bank PIN is kept under the blue teapot").id
+        engine.remember(giulia, "pin-place", "Giulia keeps her bank PIN under the blue teapot")
+        clock.advance(seconds=20)
+        with engine.db.connect() as conn, conn.begin():
+            _versions.lock_person(conn, giulia.account, giulia.user)
+            answer = _memories.add(conn, giulia, "Assistant: Noted.", clock.now, Words()).id
+            erasing = threading.Thread(
+                target=engine.forget, args=(giulia, "pin-place"), kwargs={"erase": True}
+            )
+            erasing.start()
+            erasing.join(1.0)
+            assert erasing.is_alive()  # waiting for the answer's writer
+        erasing.join(10)
+        left = {m.id for m in engine.export_user("acme", "giulia").memories}
+        assert left == {answer}
+        assert replies_to(engine, answer) is None
+        assert indexed(engine, answer).isdisjoint({"pin", "teapot", "blue", "bank"})
+        assert said not in left
+
+
+def test_a_memory_kept_while_the_one_before_goes_answers_nothing(
+    postgresql_url: str, giulia: Identity, clock: Clock
+) -> None:
+    """The memory before is being forgotten, not yet committed, when another is kept: keeping
+    it waits, then answers nothing, with no error."""
+    with MemoryEngine(postgresql_url, clock=clock) as engine:
+        before = engine.add_memory(giulia, QUESTION)
+        clock.advance(seconds=20)
+        kept: list[int] = []
+        with engine.db.connect() as conn, conn.begin():
+            _versions.lock_person(conn, giulia.account, giulia.user)
+            _memories.forget(conn, before, clock.now, Words())
+            keeping = threading.Thread(
+                target=lambda: kept.append(engine.add_memory(giulia, ANSWER).id)
+            )
+            keeping.start()
+            keeping.join(1.0)
+            assert keeping.is_alive()  # waiting for the forgetting writer
+        keeping.join(10)
+        assert kept and replies_to(engine, kept[0]) is None
+        assert "instrument" not in indexed(engine, kept[0])
+        assert found(engine, giulia, "clarinet") == [ANSWER]
