@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import math
 import re
 import statistics
 import sys
@@ -46,6 +45,7 @@ from typing import Any
 from korely_memory import Identity, MemoryEngine
 from korely_memory._words import Words
 
+from . import workloads as w
 from .base import Databases, Sizes, Table
 
 K = (1, 5, 10)
@@ -170,11 +170,8 @@ class Timings:
         self.samples.setdefault(name, []).append((time.perf_counter() - t) * 1000)
 
     def p50_p95(self, name: str) -> str:
-        found = sorted(self.samples.get(name, []))
-        if not found:
-            return "–"
-        p95 = found[min(len(found) - 1, math.ceil(0.95 * len(found)) - 1)]
-        return f"{statistics.median(found):.2f} / {p95:.2f}"
+        found = self.samples.get(name, [])
+        return f"{statistics.median(found):.2f} / {w.p95(found):.2f}" if found else "–"
 
 
 @dataclass

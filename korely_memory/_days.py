@@ -10,9 +10,7 @@ another language is found by its own words alone.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
-from collections.abc import Callable
 
 ENGLISH = frozenset({"english", "porter"})
 
@@ -60,35 +58,31 @@ _YESTERDAY = re.compile(r"\byesterday\b")
 def days_words(kept_at: dt.datetime, text: str) -> str:
     """The day ``text`` was kept, and the days and months it points to, in words (none that
     would fall before year 1)."""
-    said = text.casefold()
     found = [_day(kept_at)]
-    for pointed in _pointed(kept_at, said):
+    for n, unit in _pointed(kept_at, text.casefold()):
         try:
-            found.append(pointed())
+            found.append(_back(kept_at, n, unit))
         except (OverflowError, ValueError):  # before year 1: no such day
             continue
     return " ".join(dict.fromkeys(found))
 
 
-def _pointed(kept_at: dt.datetime, said: str) -> list[Callable[[], str]]:
-    """The days and months ``said`` points to from ``kept_at``, each to be worked out."""
-    found: list[Callable[[], str]] = []
+def _pointed(kept_at: dt.datetime, said: str) -> list[tuple[int, str]]:
+    """How far back ``said`` points from ``kept_at``: (how many, "day" / "week" / ...)."""
+    found: list[tuple[int, str]] = []
     if _YESTERDAY.search(said):
-        found.append(functools.partial(_back, kept_at, 1, "day"))
+        found.append((1, "day"))
     for count, unit in _AGO.findall(said):
-        n = int(count) if count.isdigit() else _COUNTS[count]
-        found.append(functools.partial(_back, kept_at, n, unit))
+        found.append((int(count) if count.isdigit() else _COUNTS[count], unit))
     for what in _LAST.findall(said):
         if what in _WEEKDAYS:
-            back = (kept_at.weekday() - _WEEKDAYS.index(what)) % 7 or 7
-            found.append(functools.partial(_back, kept_at, back, "day"))
+            found.append(((kept_at.weekday() - _WEEKDAYS.index(what)) % 7 or 7, "day"))
         elif what == "night":
-            found.append(functools.partial(_back, kept_at, 1, "day"))
+            found.append((1, "day"))
         elif what == "weekend":  # the Saturday before
-            back = (kept_at.weekday() - 5) % 7 or 7
-            found.append(functools.partial(_back, kept_at, back, "day"))
+            found.append(((kept_at.weekday() - 5) % 7 or 7, "day"))
         else:
-            found.append(functools.partial(_back, kept_at, 1, what))
+            found.append((1, what))
     return found
 
 

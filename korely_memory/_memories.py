@@ -339,24 +339,26 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
         )
         for memory_id in found.scalars():
             held.setdefault(memory_id, []).append((set(terms), need))
-    if held:
-        # The index also holds the words of the memory each answers, and its days: a memory
-        # goes for its own words.
-        rows = conn.execute(sa.select(memories).where(memories.c.id.in_(sorted(held)))).all()
-        spared = []
-        for row in rows:
-            own = set(words(row.content))
-            if any(len(own & terms) >= need for terms, need in held[row.id]):
-                doomed.add(row.id)
-            else:
-                spared.append(row)
-        # Found by the words of the memory it answers, which stays: its copy of them goes.
-        _reindex(conn, [r for r in spared if r.id not in doomed], words)
+    if not held and not doomed:
+        return []
+    # The index also holds the words of the memory each answers, and its days: a memory goes
+    # for its own words.
+    rows = conn.execute(
+        sa.select(memories).where(memories.c.id.in_(sorted({*held, *doomed})))
+    ).all()
+    spared = []
+    for row in rows:
+        own = set(words(row.content)) if row.id in held else set()
+        if row.id in doomed or any(len(own & t) >= need for t, need in held.get(row.id, [])):
+            doomed.add(row.id)
+        else:
+            spared.append(row)
+    # Found by the words of the memory it answers, which stays: its copy of them goes.
+    _reindex(conn, spared, words)
     if not doomed:
         return []
     ids = sorted(doomed)
-    texts = conn.execute(sa.select(memories.c.content).where(memories.c.id.in_(ids))).scalars()
-    forget_vectors(conn, list(texts))
+    forget_vectors(conn, [row.content for row in rows if row.id in doomed])
     _unanswer(conn, ids, words)
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id.in_(ids)))
     conn.execute(memories.delete().where(memories.c.id.in_(ids)))

@@ -112,6 +112,19 @@ def test_a_memory_gains_from_the_turns_that_answer_it(
     assert ranked.index(answered) < ranked.index(alone)
 
 
+def test_a_memory_gains_from_the_answer_to_its_answer(
+    engine: MemoryEngine, giulia: Identity, clock: Clock
+) -> None:
+    """The second turn after a question is still about it: the question gains its score too."""
+    first = "Caroline: Did you get to the Dolomites?"
+    chat(engine, giulia, clock, first, "Melanie: Yes!", "Melanie: Hiking there was the best.")
+    clock.advance(hours=2)
+    second = "Caroline: Did you get to the Dolomites?!"
+    chat(engine, giulia, clock, second, "Melanie: Yes!", "Melanie: Not much to tell, though.")
+    ranked = found(engine, giulia, "hiking Dolomites")
+    assert ranked.index(first) < ranked.index(second)
+
+
 def test_a_memory_is_found_by_the_days_it_names(
     engine: MemoryEngine, giulia: Identity, clock: Clock
 ) -> None:
