@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +28,17 @@ class Clock:
 
     def to(self, moment: dt.datetime) -> None:
         self.now = moment
+
+
+class Running:
+    """A clock that runs at the real pace from a fixed moment, for ``MemoryEngine(clock=...)``: a
+    test that prints the day of what it wrote names one day whatever the hour it runs at."""
+
+    def __init__(self, start: dt.datetime) -> None:
+        self.start, self.began = start, time.monotonic()
+
+    def __call__(self) -> dt.datetime:
+        return self.start + dt.timedelta(seconds=time.monotonic() - self.began)
 
 
 def snapshot(engine: MemoryEngine) -> dict[str, str]:

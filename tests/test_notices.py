@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -15,14 +16,22 @@ import sqlalchemy as sa
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory._schema import marks
 
-from .helpers import snapshot, statements
+from .helpers import Running, snapshot, statements
 
 GIULIA_SALES = Identity("acme", "giulia", "sales-copilot")
 MARCO = Identity("acme", "marco", "support-copilot")
 TEAM = Identity("acme", None, "support-copilot")
 ADMIN = Identity("acme", "anna", "support-copilot")
-TODAY = dt.datetime.now(dt.timezone.utc).date().isoformat()
+NOON = dt.datetime(2026, 3, 10, 12, tzinfo=dt.timezone.utc)
+TODAY = NOON.date().isoformat()
 CHANGED = "## Changed since you last read"
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[MemoryEngine]:
+    """The engine's clock runs from noon of a fixed day: the days the notices print are TODAY."""
+    with MemoryEngine(db_url, clock=Running(NOON)) as eng:
+        yield eng
 
 
 def mark_count(engine: MemoryEngine) -> int:
@@ -251,7 +260,7 @@ def test_reads_into_the_past_and_history_leave_no_mark(
     engine: MemoryEngine, giulia: Identity
 ) -> None:
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    now = dt.datetime.now(dt.timezone.utc)
+    now = NOON + dt.timedelta(minutes=5)
     engine.get_context(giulia, reader="bot", as_of=now)
     engine.get_context(giulia, reader="bot", known_as_of=now)
     engine.get_facts(giulia, reader="bot", as_of=now)
@@ -328,9 +337,9 @@ def test_trim_removes_old_marks_and_marks_whose_change_was_told(
     report = engine.trim()
     assert (report.marks_told, report.marks_expired) == (1, 0)
     assert mark_count(engine) == 2
-    report = engine.trim(now=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=89))
+    report = engine.trim(now=NOON + dt.timedelta(days=89))
     assert report.marks_expired == 0
-    report = engine.trim(now=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=91))
+    report = engine.trim(now=NOON + dt.timedelta(days=91))
     assert report.marks_expired == 2 and mark_count(engine) == 0
 
 
