@@ -156,10 +156,14 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
     now = dt.datetime.now(dt.timezone.utc)
     rows: list[dict[str, object]] = []
     terms: list[dict[str, object]] = []
+    lengths: dict[str, int] = {}
     with engine.db.begin() as conn:
         next_id = (conn.execute(sa.select(sa.func.max(facts.c.id))).scalar() or 0) + 1
         for user, owned in owners.items():
             for row in _fact_rows(user, owned, now, next_id):
+                counted = _word_index.terms_of(str(row["key"]), str(row["content"]), engine._words)
+                row["words"] = sum(counted.values())
+                lengths[user] = lengths.get(user, 0) + row["words"]
                 rows.append(row)
                 terms.extend(
                     {
@@ -168,10 +172,9 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
                         "space": user,
                         "term": t,
                         "fact_id": row["id"],
+                        "tf": n,
                     }
-                    for t in _word_index.terms_of(
-                        str(row["key"]), str(row["content"]), engine._words
-                    )
+                    for t, n in counted.items()
                 )
             next_id += len(owned)
             if len(rows) >= batch:
@@ -181,7 +184,8 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
         _flush(conn, facts, rows)
         _flush(conn, fact_terms, terms)
         _word_index.add_counts(
-            conn, {(ACCOUNT, AGENT, user): len(owned) for user, owned in owners.items()}
+            conn,
+            {(ACCOUNT, AGENT, user): (len(owned), lengths[user]) for user, owned in owners.items()},
         )
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(

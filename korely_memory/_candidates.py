@@ -434,3 +434,162 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
     counts = [in_column.get(f, sa.null()) for f in _FIELDS]
     parts.append(sa.select(sa.literal(3), *counts))
     return sa.union_all(*parts)
+
+
+# -- search: BM25 over every true fact, computed by the database ------------------------------
+
+K1, B = 1.2, 0.75  # _bm25.bm25_term's
+
+
+def best_matching(
+    conn: Connection, who: Identity, terms: list[str], now: dt.datetime, limit: int
+) -> list[tuple[Fact, float]]:
+    """The ``limit`` true facts at ``now`` that ``who`` sees with the best BM25 score for
+    ``terms``, with their scores, best first, newest first among equals.
+
+    The scores are those of BM25 over every such fact (``_bm25.Lexical``: idf and average
+    length over all of them), summed by the database over the word index: it reads the postings
+    of ``terms`` and the kept counts, never every fact.
+    """
+    if not terms or limit <= 0:
+        return []
+    statement = _search_statement(conn.dialect.name)
+    params = {
+        "account": who.account,
+        "agent": who.agent,
+        "owner": _versions.owner_key(who.user),
+        "account_space": ACCOUNT_SPACE,
+        "terms": terms,
+        "now": now,
+        "limit": limit,
+    }
+    return [(_versions.from_values(row[1:]), row[0]) for row in conn.execute(statement, params)]
+
+
+@functools.lru_cache(maxsize=2)
+def _search_statement(dialect: str) -> sa.Select[Any]:
+    account: sa.BindParameter[str] = sa.bindparam("account")
+    agent: sa.BindParameter[str] = sa.bindparam("agent")
+    owner: sa.BindParameter[str] = sa.bindparam("owner")
+    terms: sa.BindParameter[list[str]] = sa.bindparam("terms", expanding=True)
+
+    def number(value: float) -> Any:
+        return sa.literal(value, sa.Float)
+
+    def hits_in(space: Any, *where: Any) -> sa.Select[Any]:
+        return (
+            sa.select(
+                fact_terms.c.term,
+                fact_terms.c.fact_id,
+                fact_terms.c.tf,
+                facts.c.words,
+                facts.c.modified_at,
+            )
+            .select_from(fact_terms.join(facts, facts.c.id == fact_terms.c.fact_id))
+            .where(
+                fact_terms.c.account == account,
+                fact_terms.c.agent == agent,
+                fact_terms.c.space == space,
+                fact_terms.c.term.in_(terms),
+                _live(facts, False),
+                *where,
+            )
+        )
+
+    # The postings of the query's words among the facts the identity sees (only true facts have
+    # postings): its own, and the account's that no own fact shadows.
+    hits = sa.union_all(
+        hits_in(owner), hits_in(sa.bindparam("account_space"), ~_shadowed(facts, False))
+    ).cte("hits")
+    # How many facts it sees, and their words: the kept counts, less its facts that expired
+    # and no write ended yet, plus the account's it sees.
+    gone = facts.alias("gone")
+    expired = (
+        sa.select(
+            sa.func.count().label("n"), sa.func.coalesce(sa.func.sum(gone.c.words), 0).label("w")
+        )
+        .where(
+            gone.c.account == account,
+            gone.c.agent == agent,
+            gone.c.owner_key == owner,
+            sa.text("gone.valid_until IS NOT NULL AND gone.ended_recorded_at IS NULL"),
+            gone.c.valid_until <= _now(False),
+            sa.text(personal_row("gone")),
+        )
+        .cte("expired")
+    )
+    shared = facts.alias("shared")
+    account_facts = (
+        sa.select(
+            sa.func.count().label("n"),
+            sa.func.coalesce(sa.func.sum(shared.c.words), 0).label("w"),
+        )
+        .where(
+            shared.c.account == account,
+            shared.c.agent == agent,
+            sa.text(true_account_row("shared")),
+            _live(shared, False),
+            ~_shadowed(shared, False),
+        )
+        .cte("account_facts")
+    )
+
+    def kept(column: Any) -> Any:
+        return sa.func.coalesce(
+            sa.select(column)
+            .where(
+                fact_counts.c.account == account,
+                fact_counts.c.agent == agent,
+                fact_counts.c.owner_key == owner,
+            )
+            .scalar_subquery(),
+            0,
+        )
+
+    n = kept(fact_counts.c.n) - expired.c.n + account_facts.c.n
+    length = kept(fact_counts.c.words) - expired.c.w + account_facts.c.w
+    stats = (
+        sa.select(
+            n.label("n"),
+            sa.func.coalesce(sa.cast(length, sa.Float) / sa.func.nullif(n, 0), number(1.0)).label(
+                "avg"
+            ),
+        )
+        .select_from(expired.join(account_facts, sa.true()))
+        .cte("stats")
+        .prefix_with("MATERIALIZED")
+    )
+    df = sa.select(hits.c.term, sa.func.count().label("df")).group_by(hits.c.term).subquery()
+    ln = sa.func.ln if dialect == "postgresql" else getattr(sa.func, _database.LN)
+    # _bm25.bm25_idf, as Python computes it (floats throughout).
+    idf = (
+        sa.select(
+            df.c.term,
+            ln(number(1.0) + (stats.c.n - df.c.df + number(0.5)) / (df.c.df + number(0.5))).label(
+                "w"
+            ),
+        )
+        .select_from(df.join(stats, sa.true()))
+        .cte("idf")
+        .prefix_with("MATERIALIZED")
+    )
+    # _bm25.bm25_term times the idf, summed over the words.
+    score = sa.func.sum(
+        idf.c.w
+        * hits.c.tf
+        * number(K1 + 1)
+        / (hits.c.tf + number(K1) * (number(1 - B) + number(B) * hits.c.words / stats.c.avg))
+    )
+    top = (
+        sa.select(hits.c.fact_id, score.label("score"), sa.func.max(hits.c.modified_at).label("at"))
+        .select_from(hits.join(idf, idf.c.term == hits.c.term).join(stats, sa.true()))
+        .group_by(hits.c.fact_id)
+        .order_by(score.desc(), sa.func.max(hits.c.modified_at).desc(), hits.c.fact_id.desc())
+        .limit(sa.bindparam("limit"))
+        .subquery("top")
+    )
+    return (
+        sa.select(top.c.score, *(facts.c[f] for f in _FIELDS))
+        .select_from(top.join(facts, facts.c.id == top.c.fact_id))
+        .order_by(top.c.score.desc(), top.c.at.desc(), top.c.fact_id.desc())
+    )

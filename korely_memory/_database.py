@@ -20,6 +20,7 @@ import datetime as dt
 import functools
 import hashlib
 import importlib.util
+import math
 import os
 import random
 import sqlite3
@@ -154,6 +155,10 @@ def _watch_statements(engine: Engine) -> None:
         conn.info[_RAN] = True
 
 
+LN = "korely_ln"
+"""The natural logarithm, as SQLite connections of the engine know it."""
+
+
 def _create_sqlite(url: URL, write_wait: float) -> Engine:
     memory = is_memory_sqlite(url)
     if not memory:
@@ -178,6 +183,8 @@ def _create_sqlite(url: URL, write_wait: float) -> Engine:
         # Deleted text must not linger in free pages (erasure).
         cursor.execute("PRAGMA secure_delete=ON")
         cursor.close()
+        # BM25's idf in SQL (SQLite has ln() only when built with its math functions).
+        dbapi_connection.create_function(LN, 1, math.log, deterministic=True)
 
     _watch_statements(engine)
 
@@ -505,18 +512,20 @@ def insert_ignoring_duplicates_for(dialect: str, table: sa.Table) -> Any:
     return sqlite.insert(table).prefix_with("OR IGNORE")
 
 
-def upsert_adding(conn: Connection, table: sa.Table, keys: Sequence[str], column: str) -> Any:
-    """``INSERT`` that adds the new row's ``column`` to the existing row's when the keys clash."""
-    return _upsert_adding(conn.dialect.name, table, tuple(keys), column)
+def upsert_adding(conn: Connection, table: sa.Table, keys: Sequence[str], *columns: str) -> Any:
+    """``INSERT`` that adds the new row's ``columns`` to the existing row's when the keys clash."""
+    return _upsert_adding(conn.dialect.name, table, tuple(keys), columns)
 
 
 @functools.cache
-def _upsert_adding(dialect: str, table: sa.Table, keys: tuple[str, ...], column: str) -> Any:
+def _upsert_adding(
+    dialect: str, table: sa.Table, keys: tuple[str, ...], columns: tuple[str, ...]
+) -> Any:
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     base = insert(table)
     return base.on_conflict_do_update(
         index_elements=[table.c[k] for k in keys],
-        set_={column: table.c[column] + base.excluded[column]},
+        set_={c: table.c[c] + base.excluded[c] for c in columns},
     )
 
 

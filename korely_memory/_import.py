@@ -23,6 +23,7 @@ memory holds nothing about:
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -320,12 +321,14 @@ def restore(
             replaced_by_id=None,  # set below, once every version of the chain has its id
             source_memory_id=new_memory.get(f.source_memory_id or 0),
         )
+        counted = _word_index.terms_of(f.key, f.content, words) if f.content else Counter()
+        values["words"] = sum(counted.values())
         new_id = conn.execute(facts.insert().values(values).returning(facts.c.id)).scalar_one()
         new_fact[f.id] = new_id
         restored[new_id] = f
         if f.is_current:
-            indexed = _word_index.Indexed(new_id, account, f.agent, user, scope)
-            _word_index.added(conn, indexed, f.key, f.content, words)
+            indexed = _word_index.Indexed(new_id, account, f.agent, user, scope, values["words"])
+            _word_index.added(conn, indexed, counted)
     in_place = _name_again(conn, export, new_fact, pseudonym)
     for f in versions:
         if f.replaced_by_id is None:

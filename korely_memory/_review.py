@@ -62,10 +62,16 @@ def decide(
             .where(facts.c.id == fact_id)
             .values(scope=Scope.ACCOUNT.value, confirmed_by=reviewer, confirmed_at=now)
         )
+        length = conn.execute(sa.select(facts.c.words).where(facts.c.id == fact_id)).scalar_one()
         _word_index.confirmed(
             conn,
             _word_index.Indexed(
-                fact.id, fact.account, fact.agent, _versions.owner_key(fact.owner), fact.scope
+                fact.id,
+                fact.account,
+                fact.agent,
+                _versions.owner_key(fact.owner),
+                fact.scope,
+                length,
             ),
         )
     else:

@@ -179,6 +179,9 @@ class FactRow(Base):
     # after it shows it, though the row is true (``ended_recorded_at IS NULL``) until a write
     # under its key, or ``trim``, ends it as expired.
     valid_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # How many words its text (key and content) has, as the index counts them, for BM25's length
+    # (revision 0007); 0 once its words are removed.
+    words: Mapped[int] = mapped_column(Integer, server_default="0")
 
     __table_args__ = (
         Index(
@@ -256,13 +259,15 @@ class FactTermRow(Base):
     fact_id: Mapped[int] = mapped_column(
         Id, ForeignKey("korely_facts.id", ondelete="CASCADE"), primary_key=True
     )
+    # How often the fact says the word, for BM25 (revision 0007).
+    tf: Mapped[int] = mapped_column(Integer, server_default="1")
 
     __table_args__ = (Index("ix_korely_fact_terms_fact", "fact_id"), {"sqlite_with_rowid": False})
 
 
 class FactCountRow(Base):
     """How many true facts one namespace holds (user facts and proposals), so a block can say
-    how many it left out without counting them."""
+    how many it left out without counting them, and how many words they have."""
 
     __tablename__ = "korely_fact_counts"
 
@@ -270,6 +275,9 @@ class FactCountRow(Base):
     agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     owner_key: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     n: Mapped[int] = mapped_column(Integer)
+    # How many words they have in all (``korely_facts.words``), for BM25's average length
+    # (revision 0007).
+    words: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class MemoryRow(Base):

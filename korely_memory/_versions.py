@@ -295,6 +295,8 @@ def insert_version(
     confirmed_at: dt.datetime | None = None,
 ) -> int:
     """Make a new version true (no other may be true under its key); returns its id."""
+    counted = _word_index.terms_of(key, content, words)
+    length = sum(counted.values())
     values = {
         "account": account,
         "owner": owner,
@@ -311,10 +313,11 @@ def insert_version(
         "confirmed_at": confirmed_at,
         "created_at": created_at,
         "modified_at": now,
+        "words": length,
     }
     new_id: int = conn.execute(_INSERT, values).scalar_one()
-    indexed = _word_index.Indexed(new_id, account, agent, owner_key(owner), scope)
-    _word_index.added(conn, indexed, key, content, words)
+    indexed = _word_index.Indexed(new_id, account, agent, owner_key(owner), scope, length)
+    _word_index.added(conn, indexed, counted)
     return new_id
 
 
@@ -349,7 +352,14 @@ def end_versions(
             end_cause=cause.value,
             **also,
         )
-        .returning(facts.c.id, facts.c.account, facts.c.agent, facts.c.owner_key, facts.c.scope)
+        .returning(
+            facts.c.id,
+            facts.c.account,
+            facts.c.agent,
+            facts.c.owner_key,
+            facts.c.scope,
+            facts.c.words,
+        )
     ).all()
     ended = [_word_index.Indexed(*r) for r in rows]
     _word_index.ended(conn, ended)
@@ -414,4 +424,4 @@ def erase_words(conn: Connection, where: sa.ColumnElement[bool]) -> int:
     and any vector kept of them."""
     said = conn.execute(sa.select(facts.c.key, facts.c.content).where(where)).all()
     forget_vectors(conn, [findable(key, content) for key, content in said])
-    return conn.execute(facts.update().where(where).values(content="")).rowcount
+    return conn.execute(facts.update().where(where).values(content="", words=0)).rowcount

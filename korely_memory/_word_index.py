@@ -1,8 +1,11 @@
 """What a block finds true facts by, without reading them all: their words, and how many there are.
 
 ``korely_fact_terms`` holds the words of every true fact, under the space a
-block looks in (the owner's, or ``ACCOUNT_SPACE``); ``korely_fact_counts``
-holds how many true user facts and proposals each namespace has. Both are
+block looks in (the owner's, or ``ACCOUNT_SPACE``), each with how often the
+fact says it; ``korely_fact_counts`` holds how many true user facts and
+proposals each namespace has, and how many words they have in all (each
+version's own count is ``korely_facts.words``): what BM25 needs, so that a
+search scores facts in the database. Both are
 written in the transaction that makes a version true or ends it, by the
 functions here, so they never disagree with ``korely_facts``. An ended version
 leaves no word behind: a forgotten memory's or an erased user's words stay
@@ -11,6 +14,7 @@ nowhere.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,20 +27,20 @@ from ._identity import Scope
 from ._schema import ACCOUNT_SPACE, fact_counts, fact_terms, memory_terms, settings
 from ._words import DEFAULT_LANGUAGE, Words, check_language, findable
 
-MAX_TERMS = 256  # words kept of one fact; a fact is at most 2,000 characters
 _ACCOUNT = Scope.ACCOUNT.value
 _INSERT_TERMS = fact_terms.insert()
 
 
 @dataclass(frozen=True)
 class Indexed:
-    """A version as the index knows it: where it is found and counted."""
+    """A version as the index knows it: where it is found and counted, and its length in words."""
 
     id: int
     account: str
     agent: str
     owner_key: str
     scope: str | None
+    words: int
 
     @property
     def space(self) -> str:
@@ -44,9 +48,11 @@ class Indexed:
         return space_of(self.scope, self.owner_key)
 
 
-def terms_of(key: str, content: str, words: Words) -> list[str]:
-    """The distinct words a fact is found by: those of its key and its content."""
-    return words.distinct(findable(key, content), MAX_TERMS)
+def terms_of(key: str, content: str, words: Words) -> Counter[str]:
+    """The words a fact is found by (those of its key and its content), each with how often it
+    says it; their sum is the fact's length. Every one is kept: exact BM25 needs them all, and a
+    fact is at most 2,000 characters."""
+    return Counter(words(findable(key, content)))
 
 
 class _AsRecorded:
@@ -116,8 +122,8 @@ def space_of(scope: str | None, owner_key: str) -> str:
     return ACCOUNT_SPACE if scope == _ACCOUNT else owner_key
 
 
-def added(conn: Connection, version: Indexed, key: str, content: str, words: Words) -> None:
-    """A version became true: index its words, and count it in its namespace."""
+def added(conn: Connection, version: Indexed, counted: Counter[str]) -> None:
+    """A version became true: index its words (``terms_of``), and count it in its namespace."""
     rows = [
         {
             "account": version.account,
@@ -125,13 +131,14 @@ def added(conn: Connection, version: Indexed, key: str, content: str, words: Wor
             "space": version.space,
             "term": t,
             "fact_id": version.id,
+            "tf": n,
         }
-        for t in terms_of(key, content, words)
+        for t, n in counted.items()
     ]
     if rows:
         conn.execute(_INSERT_TERMS, rows)
     if version.scope != _ACCOUNT:
-        add_counts(conn, {(version.account, version.agent, version.owner_key): 1})
+        add_counts(conn, {(version.account, version.agent, version.owner_key): (1, version.words)})
 
 
 def ended(conn: Connection, versions: Sequence[Indexed]) -> None:
@@ -140,11 +147,12 @@ def ended(conn: Connection, versions: Sequence[Indexed]) -> None:
         return
     gone = sorted({v.id for v in versions})
     conn.execute(fact_terms.delete().where(fact_terms.c.fact_id.in_(gone)))
-    counts: dict[tuple[str, str, str], int] = {}
+    counts: dict[tuple[str, str, str], tuple[int, int]] = {}
     for v in versions:
         if v.scope != _ACCOUNT:
             namespace = (v.account, v.agent, v.owner_key)
-            counts[namespace] = counts.get(namespace, 0) - 1
+            n, length = counts.get(namespace, (0, 0))
+            counts[namespace] = (n - 1, length - v.words)
     add_counts(conn, counts)
 
 
@@ -154,7 +162,7 @@ def confirmed(conn: Connection, version: Indexed) -> None:
     conn.execute(
         fact_terms.update().where(fact_terms.c.fact_id == version.id).values(space=ACCOUNT_SPACE)
     )
-    add_counts(conn, {(version.account, version.agent, version.owner_key): -1})
+    add_counts(conn, {(version.account, version.agent, version.owner_key): (-1, -version.words)})
 
 
 def erased(conn: Connection, account: str, user: str) -> None:
@@ -173,9 +181,15 @@ def erased(conn: Connection, account: str, user: str) -> None:
     )
 
 
-def add_counts(conn: Connection, deltas: dict[tuple[str, str, str], int]) -> None:
+def add_counts(conn: Connection, deltas: dict[tuple[str, str, str], tuple[int, int]]) -> None:
+    """Add (facts, words) to each namespace's counts."""
     if not deltas:
         return
-    upsert = _database.upsert_adding(conn, fact_counts, ["account", "agent", "owner_key"], "n")
-    for (account, agent, owner_key), n in sorted(deltas.items()):
-        conn.execute(upsert, {"account": account, "agent": agent, "owner_key": owner_key, "n": n})
+    upsert = _database.upsert_adding(
+        conn, fact_counts, ["account", "agent", "owner_key"], "n", "words"
+    )
+    for (account, agent, owner_key), (n, length) in sorted(deltas.items()):
+        conn.execute(
+            upsert,
+            {"account": account, "agent": agent, "owner_key": owner_key, "n": n, "words": length},
+        )

@@ -170,6 +170,7 @@ def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
             ("add_fk", "fk_korely_memories_replies_to_korely_memories"),
             ("add_index", "ix_korely_memories_replies_to"),
         ],
+        "0007": [("add_column", "tf"), ("add_column", "words"), ("add_column", "words")],
     }
     assert sorted(adds) == list(REVISIONS[1:])
     for at, revision in enumerate(REVISIONS[:-1]):

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine, _memories
+from korely_memory import (
+    Identity,
+    InvalidRequest,
+    MemoryEngine,
+    Scope,
+    _candidates,
+    _memories,
+    _versions,
+)
+from korely_memory._bm25 import Lexical
 from korely_memory._schema import fact_terms, memory_terms
-from korely_memory._words import Words
+from korely_memory._words import Words, fact_text
 from korely_memory.tools import RECALL
+
+from .helpers import Clock
+
+HOUR = dt.timedelta(hours=1)
 
 
 def crowd(engine: MemoryEngine, giulia: Identity, n: int = 200) -> None:
@@ -54,6 +68,70 @@ def test_search_looks_at_every_fact_not_a_page(engine: MemoryEngine, giulia: Ide
     assert found.facts[0].key == "pref-3"
     assert "pref-3" not in {f.key for f in block.facts} or block.omitted == 0
     assert engine.search(giulia, "zebra crossing").facts == ()
+
+
+def test_search_scores_as_bm25_over_every_fact_the_identity_sees(db_url: str) -> None:
+    """The database's BM25 (idf and average length over every fact the identity sees, words
+    counted with repeats) gives the scores of BM25 over those facts read whole, whatever is
+    around them: account facts, one shadowed by an own fact, a proposal, an own fact that
+    expired with no write to end it, an account fact that expired, other people, another agent
+    definition, ended and erased versions."""
+    clock = Clock(dt.datetime(2026, 3, 10, 12, tzinfo=dt.timezone.utc))
+    giulia, anna = Identity("acme", "giulia", "bot"), Identity("acme", "anna", "bot")
+    with MemoryEngine(db_url, clock=clock) as engine:
+        engine.grant_admin("acme", "anna")
+        cities = ["Rome", "Milan", "Turin", "Naples", "Genoa"]
+        for i in range(60):
+            city = cities[i % 5]
+            engine.remember(giulia, f"contact-{i}", f"Contact {i} lives in {city}, {city} city")
+            clock.advance(seconds=1)
+        engine.remember(giulia, "home-city", "Giulia lives in Rome, the city of cities")
+        engine.remember(giulia, "home-city", "Giulia lives in Milan")  # the Rome one ends
+        engine.remember(giulia, "old-city", "Giulia once lived in Genoa")
+        engine.forget(giulia, "old-city", erase=True)
+        engine.remember(giulia, "trip", "A trip to Rome", valid_until=clock.now + HOUR)
+        engine.remember(anna, "office", "Acme's office is in Rome city", scope=Scope.ACCOUNT)
+        engine.remember(anna, "hq", "Acme's headquarters are in Milan", scope=Scope.ACCOUNT)
+        engine.remember(
+            anna,
+            "fair",
+            "Acme is at the Turin fair",
+            scope=Scope.ACCOUNT,
+            valid_until=clock.now + HOUR,
+        )
+        for proposal in engine.proposals("acme"):
+            engine.confirm(anna, proposal.id)
+        engine.remember(giulia, "office", "Giulia's office is in Turin")  # shadows Acme's
+        engine.remember(giulia, "branch", "Acme opens a branch in Naples", scope=Scope.ACCOUNT)
+        assert engine.proposals("acme")  # Giulia's is a proposal she sees
+        engine.remember(anna, "home-city", "Anna lives in Rome, Rome, Rome")
+        engine.remember(Identity("acme", "giulia", "other-bot"), "home", "Rome Rome Milan")
+        clock.advance(hours=2)  # the trip and the fair have expired; nothing ended them
+        words, lexical = Words(), Lexical(Words())
+        for query in (
+            "Rome",
+            "Where does Giulia live? Rome city",
+            "Turin office",
+            "Naples",
+            "cities lived contact 7",
+            "trip to Rome",
+            "Turin fair",
+        ):
+            found = engine.search(giulia, query, limit=7).facts
+            with engine.db.connect() as conn:
+                seen = _versions.visible(conn, giulia, clock.now)
+            assert {f.key for f in seen} >= {"office", "branch", "hq"}
+            assert not {"trip", "fair", "old-city"} & {f.key for f in seen}
+            scores = lexical.scores(query, [fact_text(f) for f in seen])
+            by_id = {f.id: round(x, 9) for f, x in zip(seen, scores, strict=True)}
+            best = sorted((round(x, 9) for x in scores if x > 0), reverse=True)[:7]
+            assert [by_id[f.id] for f in found] == best, query
+            with engine.db.connect() as conn:
+                scored = _candidates.best_matching(
+                    conn, giulia, words.distinct(query), clock.now, 7
+                )
+            assert [f.id for f, _ in scored] == [f.id for f in found]
+            assert [round(x, 9) for _, x in scored] == best, query
 
 
 def test_case_and_accents_fold(engine: MemoryEngine, giulia: Identity) -> None:

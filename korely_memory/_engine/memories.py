@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from .. import _capture_writes, _memories, _validation, _versions
+from .. import _candidates, _capture_writes, _memories, _validation, _versions
 from .._extraction import Extractor, operations_from
 from .._identity import Identity
 from .._types import CaptureReport, Fact, Memory, SearchResult
@@ -122,11 +122,13 @@ class MemoryMethods(EngineCore):
         top = _validation.count("limit", limit)
 
         def read(conn: Connection) -> tuple[list[Fact], list[Memory]]:
-            true_now = _versions.visible(conn, who, self._now(conn))
-            facts_found = self._ranking.matching_facts(text, true_now, conn)
             if self._ranking.reads_every_fact:
+                true_now = _versions.visible(conn, who, self._now(conn))
+                facts_found = self._ranking.matching_facts(text, true_now, conn)
                 return facts_found, self._ranking.memories(text, _memories.recent(conn, who), conn)
             terms = self._words.distinct(text)
+            best = _candidates.best_matching(conn, who, terms, self._now(conn), top)
+            facts_found = [fact for fact, _ in best]
             ids = [i for i, _, _ in _memories.matching(conn, who, terms, None)[:top]]
             found = _memories.whole(conn, ids)
             return facts_found, [found[i] for i in ids if i in found]
