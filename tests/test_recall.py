@@ -130,8 +130,9 @@ def test_search_scores_as_bm25_over_every_fact_the_identity_sees(db_url: str) ->
                 scored = _candidates.best_matching(
                     conn, giulia, words.distinct(query), clock.now, 7
                 )
-            assert [f.id for f, _ in scored] == [f.id for f in found]
-            assert [round(x, 9) for _, x in scored] == best, query
+            assert [f.id for f, _ in scored.facts] == [f.id for f in found]
+            assert [round(x, 9) for _, x in scored.facts] == best, query
+            assert scored.has_memories is False
 
 
 def test_case_and_accents_fold(engine: MemoryEngine, giulia: Identity) -> None:

@@ -128,7 +128,9 @@ class MemoryMethods(EngineCore):
                 return facts_found, self._ranking.memories(text, _memories.recent(conn, who), conn)
             terms = self._words.distinct(text)
             best = _candidates.best_matching(conn, who, terms, self._now(conn), top)
-            facts_found = [fact for fact, _ in best]
+            facts_found = [fact for fact, _ in best.facts]
+            if best.has_memories is False:
+                return facts_found, []
             ids = [i for i, _, _ in _memories.matching(conn, who, terms, None)[:top]]
             found = _memories.whole(conn, ids)
             return facts_found, [found[i] for i in ids if i in found]
