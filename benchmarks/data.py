@@ -185,7 +185,10 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
         _flush(conn, fact_terms, terms)
         _word_index.add_counts(
             conn,
-            {(ACCOUNT, AGENT, user): (len(owned), lengths[user]) for user, owned in owners.items()},
+            {
+                (ACCOUNT, AGENT, user): (len(owned), lengths[user], 0)
+                for user, owned in owners.items()
+            },
         )
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect
 
-from . import _database, _versions
+from . import _database, _versions, _word_index
 from ._cache import TextCache
 from ._identity import Identity
 from ._render import shortest_fact_line
@@ -64,6 +64,9 @@ class Candidates:
     facts: list[Fact]
     total: int
     has_memories: bool = True
+    versions: _word_index.Versions | None = None
+    """The versions of what the identity's blocks show, read by the same statement (None:
+    a block of it may change with the clock alone)."""
 
 
 def page_size(budget: int, count: TokenCounter) -> int:
@@ -110,8 +113,12 @@ def candidates(
     has_memories = bool(counts[1 + _FIELDS.index("source_memory_id")])
     paged = [0, 0, 0]
     seen: dict[int, Fact] = {}
+    versions: dict[str, tuple[int, int]] = {}
     moment = prepared.moment
     for row in found_rows:
+        if row[0] == _VERSIONS_PART:
+            versions[row[_OWNER_KEY]] = (row[_VERSION], row[_EXPIRING])
+            continue
         paged[row[0]] += 1
         if row[1] not in seen:
             seen[row[1]] = _fact(tuple(row[1:]), moment)
@@ -121,10 +128,18 @@ def candidates(
     # A kept count that disagrees with the rows (rows written around the engine) yields to them.
     total = len(found) if complete else max(len(found), (own_n or 0) + shared_n)
     found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
-    return Candidates(found, total, has_memories)
+    return Candidates(
+        found, total, has_memories, _word_index.versions_from(versions, params["owner"])
+    )
 
 
 _MOMENTS = [f for f in _FIELDS if isinstance(facts.c[f].type, UTCDateTime)]
+# The rows of the identity's versions, in the columns of facts: the owner key (owner), the
+# version (id), how many of its true facts expire (replaced_by_id).
+_VERSIONS_PART = 4
+_OWNER_KEY = 1 + _FIELDS.index("owner")
+_VERSION = 1 + _FIELDS.index("id")
+_EXPIRING = 1 + _FIELDS.index("replaced_by_id")
 
 
 _FACTS: TextCache[tuple[Any, ...], Fact] = TextCache(4 * 2**20)
@@ -424,6 +439,19 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
                 source=matching.join(facts, facts.c.id == matching.c.fact_id),
             )
         )
+    # The versions of what its blocks show (its namespace's and its account's), read with them.
+    in_place = {
+        "id": fact_counts.c.version,
+        "replaced_by_id": fact_counts.c.expiring,
+        "owner": fact_counts.c.owner_key,
+    }
+    parts.append(
+        sa.select(sa.literal(_VERSIONS_PART), *(in_place.get(f, sa.null()) for f in _FIELDS)).where(
+            fact_counts.c.account == account,
+            fact_counts.c.agent == agent,
+            fact_counts.c.owner_key.in_([owner, sa.bindparam("account_space")]),
+        )
+    )
     # The counts come last, as a row of their own, in integer columns: the facts of the identity
     # (id), the account's (replaced_by_id), and whether it keeps a memory (source_memory_id).
     has_memories = sa.exists().where(

@@ -512,20 +512,34 @@ def insert_ignoring_duplicates_for(dialect: str, table: sa.Table) -> Any:
     return sqlite.insert(table).prefix_with("OR IGNORE")
 
 
-def upsert_adding(conn: Connection, table: sa.Table, keys: Sequence[str], *columns: str) -> Any:
-    """``INSERT`` that adds the new row's ``columns`` to the existing row's when the keys clash."""
-    return _upsert_adding(conn.dialect.name, table, tuple(keys), columns)
+def upsert_adding(
+    conn: Connection,
+    table: sa.Table,
+    keys: Sequence[str],
+    adding: Sequence[str],
+    replacing: Sequence[str] = (),
+) -> Any:
+    """``INSERT`` that, when the keys clash, adds the new row's ``adding`` columns to the existing
+    row's and sets its ``replacing`` columns."""
+    return _upsert_adding(conn.dialect.name, table, tuple(keys), tuple(adding), tuple(replacing))
 
 
 @functools.cache
 def _upsert_adding(
-    dialect: str, table: sa.Table, keys: tuple[str, ...], columns: tuple[str, ...]
+    dialect: str,
+    table: sa.Table,
+    keys: tuple[str, ...],
+    adding: tuple[str, ...],
+    replacing: tuple[str, ...],
 ) -> Any:
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     base = insert(table)
     return base.on_conflict_do_update(
         index_elements=[table.c[k] for k in keys],
-        set_={c: table.c[c] + base.excluded[c] for c in columns},
+        set_={
+            **{c: table.c[c] + base.excluded[c] for c in adding},
+            **{c: base.excluded[c] for c in replacing},
+        },
     )
 
 

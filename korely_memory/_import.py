@@ -327,9 +327,12 @@ def restore(
         new_fact[f.id] = new_id
         restored[new_id] = f
         if f.is_current:
-            indexed = _word_index.Indexed(new_id, account, f.agent, user, scope, values["words"])
+            indexed = _word_index.Indexed(
+                new_id, account, f.agent, user, scope, values["words"], f.valid_until is not None
+            )
             _word_index.added(conn, indexed, counted)
     in_place = _name_again(conn, export, new_fact, pseudonym)
+    _word_index.touch_account(conn, account)
     for f in versions:
         if f.replaced_by_id is None:
             continue

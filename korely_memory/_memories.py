@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _database, _days, _notes, _versions
+from . import _database, _days, _notes, _versions, _word_index
 from ._bm25 import bm25_idf, bm25_term
 from ._identity import EndCause, Identity
 from ._schema import as_utc, facts, memories, memory_terms, personal_row
@@ -124,6 +124,7 @@ def _index(conn: Connection, who: Identity, memory_id: int, counts: Counter[str]
     ]
     if rows:
         conn.execute(memory_terms.insert(), rows)
+    _word_index.touch(conn, [(who.account, who.agent, _versions.owner_key(who.user))])
 
 
 def _unanswer(conn: Connection, going: Sequence[int], words: Words) -> None:
@@ -362,6 +363,7 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
     _unanswer(conn, ids, words)
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id.in_(ids)))
     conn.execute(memories.delete().where(memories.c.id.in_(ids)))
+    _word_index.touch(conn, {(r.account, r.agent, r.owner_key) for r in rows if r.id in doomed})
     return ids
 
 
@@ -384,5 +386,6 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime, words: Words) -> 
     _unanswer(conn, [memory.id], words)
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == memory.id))
     conn.execute(memories.delete().where(memories.c.id == memory.id))  # links go with it
+    _word_index.touch(conn, [(memory.account, memory.agent, _versions.owner_key(memory.owner))])
     _notes.redact(conn, memory.account, read_ids, [memory.id])
     return len(ended)

@@ -25,7 +25,18 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection
 
-from . import _candidates, _changes, _expiry, _marks, _memories, _render, _validation, _versions
+from . import (
+    _candidates,
+    _changes,
+    _expiry,
+    _marks,
+    _memories,
+    _render,
+    _validation,
+    _versions,
+    _word_index,
+)
+from ._cache import TextCache
 from ._errors import InvalidRequest
 from ._identity import Identity
 from ._ranking import Ranking
@@ -108,6 +119,8 @@ class Gathered:
     """The reader's pending changes."""
     excerpts: dict[int, str] = field(default_factory=dict)
     """For memories longer than a block could show, by id, the beginning the block renders."""
+    versions: _word_index.Versions | None = None
+    """The versions of what the block shows, read with its facts (None: not to be kept)."""
 
 
 CHARS_PER_TOKEN = 6  # characters read of memories per token of budget: English runs about 4
@@ -154,6 +167,7 @@ def gather(
             known=request.known,
             who=who,
         )
+        versions = None
         found = [f for f in found if not f.erased]
         found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
         until = min(t for t in (request.at, request.known) if t is not None)
@@ -164,14 +178,14 @@ def gather(
         terms = _candidates.query_terms(request.query, ranking.words)
         page = None if ranking.reads_every_fact else _candidates.page_size(request.budget, count)
         chosen = _candidates.candidates(conn, who, terms, page, now)
-        found, total = chosen.facts, chosen.total
+        found, total, versions = chosen.facts, chosen.total, chosen.versions
         if not chosen.has_memories:
             shown = []
         elif ranking.reads_every_fact:
             shown = ranking.memories(request.query, _memories.recent(conn, who), conn)
         else:
             shown, excerpts = _memories_to_show(conn, request, terms)
-    gathered = Gathered(found, total, shown, excerpts=excerpts)
+    gathered = Gathered(found, total, shown, excerpts=excerpts, versions=versions)
     if request.marking:
         assert request.reader is not None and now is not None
         ended = _marks.pending(conn, who, request.reader, now, renewing=request.renew)
@@ -301,6 +315,57 @@ def settle(
     if told == list(block.changed):
         return block
     return redraw(told, len(pending.changes) - len(block.changed))
+
+
+class BlockCache:
+    """Blocks made without a reader, kept by this process and reused while nothing they show
+    has changed: ``reuse`` hands a block back only when the versions of its identity's
+    namespace and account (``_word_index.versions``, drawn anew by every write to what a block
+    shows, in the write's own transaction) are those read before it was made, and no fact of
+    theirs expires. Bounded in bytes; emptied, with the other caches of stored text, when a
+    person is erased."""
+
+    def __init__(self, max_bytes: int = 8 * 2**20) -> None:
+        self._kept: TextCache[_BlockKey, tuple[_word_index.Versions, ContextBlock]] = TextCache(
+            max_bytes, _block_size
+        )
+
+    @staticmethod
+    def reusable(request: ReadRequest, ranking: Ranking) -> bool:
+        """A read whose block depends only on what the versions cover: no reader, not of the
+        past, words only (embeddings read every fact)."""
+        return request.reader is None and not request.of_the_past and not ranking.reads_every_fact
+
+    def reuse(self, conn: Connection, request: ReadRequest) -> ContextBlock | None:
+        """The block made earlier for the same request, when the versions of what it shows are
+        those read then (one look-up; none when no block was kept for the request)."""
+        kept = self._kept.get(_key_of(request))
+        if kept is None:
+            return None
+        who = request.who
+        seen = _word_index.versions(conn, who.account, who.agent, _versions.owner_key(who.user))
+        return kept[1] if seen is not None and kept[0] == seen else None
+
+    def keep(self, request: ReadRequest, gathered: Gathered, block: ContextBlock) -> None:
+        """Keep ``block``, made from ``gathered``. Its versions were read with its facts, before
+        its memories: a write after them changes them, so the next read makes it again."""
+        if gathered.versions is not None:
+            self._kept.put(_key_of(request), (gathered.versions, block))
+
+
+_BlockKey = tuple[str, str | None, str, str | None, int]
+
+
+def _key_of(request: ReadRequest) -> _BlockKey:
+    who = request.who
+    return (who.account, who.user, who.agent, request.query, request.budget)
+
+
+def _block_size(key: _BlockKey, kept: tuple[object, ContextBlock]) -> int:
+    block = kept[1]
+    said = sum(len(f.content) + len(f.key) for f in block.facts)
+    said += sum(len(m.content) for m in block.memories)
+    return 2 * (len(block.text) + len(key[3] or "") + said) + 160 * len(block.facts) + 600
 
 
 def hold_token(request: ReadRequest) -> str | None:

@@ -72,6 +72,7 @@ def decide(
                 _versions.owner_key(fact.owner),
                 fact.scope,
                 length,
+                fact.valid_until is not None,
             ),
         )
     else:

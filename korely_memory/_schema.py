@@ -267,7 +267,9 @@ class FactTermRow(Base):
 
 class FactCountRow(Base):
     """How many true facts one namespace holds (user facts and proposals), so a block can say
-    how many it left out without counting them, and how many words they have."""
+    how many it left out without counting them, and how many words they have; and the version of
+    what its blocks show. The row of owner_key ``ACCOUNT_SPACE`` counts no fact: it holds the
+    version and the expiring facts of the account's facts."""
 
     __tablename__ = "korely_fact_counts"
 
@@ -278,6 +280,13 @@ class FactCountRow(Base):
     # How many words they have in all (``korely_facts.words``), for BM25's average length
     # (revision 0007).
     words: Mapped[int] = mapped_column(Integer, server_default="0")
+    # A number drawn anew by every write that changes what a block of this namespace shows (its
+    # facts, its memories; in the row whose owner_key is ACCOUNT_SPACE, the account's facts):
+    # a process may reuse a block it made while the numbers it read then are unchanged.
+    version: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    # How many of the true facts counted here have a ``valid_until``: a block that could change
+    # with the clock alone is never reused (revision 0007).
+    expiring: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class MemoryRow(Base):

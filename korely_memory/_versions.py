@@ -316,7 +316,9 @@ def insert_version(
         "words": length,
     }
     new_id: int = conn.execute(_INSERT, values).scalar_one()
-    indexed = _word_index.Indexed(new_id, account, agent, owner_key(owner), scope, length)
+    indexed = _word_index.Indexed(
+        new_id, account, agent, owner_key(owner), scope, length, valid_until is not None
+    )
     _word_index.added(conn, indexed, counted)
     return new_id
 
@@ -359,9 +361,17 @@ def end_versions(
             facts.c.owner_key,
             facts.c.scope,
             facts.c.words,
+            # The value, not "valid_until IS NOT NULL": SQLite 3.40's RETURNING answers 1 for
+            # that on a NULL.
+            facts.c.valid_until,
         )
     ).all()
-    ended = [_word_index.Indexed(*r) for r in rows]
+    ended = [
+        _word_index.Indexed(
+            r.id, r.account, r.agent, r.owner_key, r.scope, r.words, r.valid_until is not None
+        )
+        for r in rows
+    ]
     _word_index.ended(conn, ended)
     ids = sorted(v.id for v in ended)
     _marks.versions_ended(conn, ids, now, writer)

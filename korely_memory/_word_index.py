@@ -14,8 +14,10 @@ nowhere.
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -41,6 +43,8 @@ class Indexed:
     owner_key: str
     scope: str | None
     words: int
+    expires: bool
+    """It has a ``valid_until``."""
 
     @property
     def space(self) -> str:
@@ -122,6 +126,24 @@ def space_of(scope: str | None, owner_key: str) -> str:
     return ACCOUNT_SPACE if scope == _ACCOUNT else owner_key
 
 
+Namespace = tuple[str, str, str]
+"""(account, agent, owner_key); owner_key ``ACCOUNT_SPACE``: the account's facts."""
+Counts = tuple[int, int, int]
+"""Facts, their words, and those of them that expire."""
+
+
+def _row_of(version: Indexed) -> Namespace:
+    """Where a version is counted: its owner's row, or the account's."""
+    return (version.account, version.agent, version.space)
+
+
+def _counted(version: Indexed, sign: int) -> Counts:
+    """What a version adds to its row (``sign`` 1) or takes from it (-1): an account fact counts
+    only as expiring."""
+    n, length = (0, 0) if version.scope == _ACCOUNT else (1, version.words)
+    return (sign * n, sign * length, sign * int(version.expires))
+
+
 def added(conn: Connection, version: Indexed, counted: Counter[str]) -> None:
     """A version became true: index its words (``terms_of``), and count it in its namespace."""
     rows = [
@@ -137,8 +159,7 @@ def added(conn: Connection, version: Indexed, counted: Counter[str]) -> None:
     ]
     if rows:
         conn.execute(_INSERT_TERMS, rows)
-    if version.scope != _ACCOUNT:
-        add_counts(conn, {(version.account, version.agent, version.owner_key): (1, version.words)})
+    add_counts(conn, {_row_of(version): _counted(version, 1)})
 
 
 def ended(conn: Connection, versions: Sequence[Indexed]) -> None:
@@ -147,12 +168,11 @@ def ended(conn: Connection, versions: Sequence[Indexed]) -> None:
         return
     gone = sorted({v.id for v in versions})
     conn.execute(fact_terms.delete().where(fact_terms.c.fact_id.in_(gone)))
-    counts: dict[tuple[str, str, str], tuple[int, int]] = {}
+    counts: dict[Namespace, Counts] = {}
     for v in versions:
-        if v.scope != _ACCOUNT:
-            namespace = (v.account, v.agent, v.owner_key)
-            n, length = counts.get(namespace, (0, 0))
-            counts[namespace] = (n - 1, length - v.words)
+        n, length, expiring = counts.get(_row_of(v), (0, 0, 0))
+        dn, dlength, dexpiring = _counted(v, -1)
+        counts[_row_of(v)] = (n + dn, length + dlength, expiring + dexpiring)
     add_counts(conn, counts)
 
 
@@ -162,12 +182,16 @@ def confirmed(conn: Connection, version: Indexed) -> None:
     conn.execute(
         fact_terms.update().where(fact_terms.c.fact_id == version.id).values(space=ACCOUNT_SPACE)
     )
-    add_counts(conn, {(version.account, version.agent, version.owner_key): (-1, -version.words)})
+    account_fact = dataclasses.replace(version, scope=_ACCOUNT)
+    add_counts(
+        conn,
+        {_row_of(version): _counted(version, -1), _row_of(account_fact): _counted(account_fact, 1)},
+    )
 
 
 def erased(conn: Connection, account: str, user: str) -> None:
     """Before a user's versions and memories are deleted: every word and count kept under their
-    name goes."""
+    name goes (the account's facts they proposed change hands: their blocks are made again)."""
     conn.execute(
         fact_terms.delete().where(fact_terms.c.account == account, fact_terms.c.space == user)
     )
@@ -179,17 +203,75 @@ def erased(conn: Connection, account: str, user: str) -> None:
             fact_counts.c.account == account, fact_counts.c.owner_key == user
         )
     )
+    touch_account(conn, account)
 
 
-def add_counts(conn: Connection, deltas: dict[tuple[str, str, str], tuple[int, int]]) -> None:
-    """Add (facts, words) to each namespace's counts."""
+def add_counts(conn: Connection, deltas: dict[Namespace, Counts]) -> None:
+    """Add (facts, words, expiring) to each namespace's counts, and draw its version anew."""
     if not deltas:
         return
     upsert = _database.upsert_adding(
-        conn, fact_counts, ["account", "agent", "owner_key"], "n", "words"
+        conn,
+        fact_counts,
+        ["account", "agent", "owner_key"],
+        adding=["n", "words", "expiring"],
+        replacing=["version"],
     )
-    for (account, agent, owner_key), (n, length) in sorted(deltas.items()):
+    for (account, agent, owner_key), (n, length, expiring) in sorted(deltas.items()):
         conn.execute(
             upsert,
-            {"account": account, "agent": agent, "owner_key": owner_key, "n": n, "words": length},
+            {
+                "account": account,
+                "agent": agent,
+                "owner_key": owner_key,
+                "n": n,
+                "words": length,
+                "expiring": expiring,
+                "version": new_version(),
+            },
         )
+
+
+def touch(conn: Connection, namespaces: Iterable[Namespace]) -> None:
+    """What these namespaces' blocks show changed (their memories): draw their versions anew."""
+    add_counts(conn, dict.fromkeys(namespaces, (0, 0, 0)))
+
+
+def touch_account(conn: Connection, account: str) -> None:
+    """What the account's facts show changed (who owns them): draw every version of the
+    account's facts anew."""
+    conn.execute(
+        fact_counts.update()
+        .where(fact_counts.c.account == account, fact_counts.c.owner_key == ACCOUNT_SPACE)
+        .values(version=new_version())
+    )
+
+
+def new_version() -> int:
+    """A version no earlier one of a row equals (a row that goes and comes back included)."""
+    return secrets.randbits(62) + 1
+
+
+def versions(conn: Connection, account: str, agent: str, owner_key: str) -> Versions | None:
+    """The versions of an identity's blocks (its namespace's and its account's), or None when
+    a block of it could change with the clock alone (a true fact that expires)."""
+    rows = conn.execute(
+        _VERSIONS, {"account": account, "agent": agent, "owner": owner_key, "shared": ACCOUNT_SPACE}
+    ).all()
+    return versions_from({key: (version, expiring) for key, version, expiring in rows}, owner_key)
+
+
+def versions_from(rows: dict[str, tuple[int, int]], owner_key: str) -> Versions | None:
+    """``versions`` from the rows read, by owner key: (version, expiring)."""
+    if any(expiring for _, expiring in rows.values()):
+        return None
+    own, shared = rows.get(owner_key), rows.get(ACCOUNT_SPACE)
+    return (own and own[0], shared and shared[0])
+
+
+Versions = tuple[int | None, int | None]
+_VERSIONS = sa.select(fact_counts.c.owner_key, fact_counts.c.version, fact_counts.c.expiring).where(
+    fact_counts.c.account == sa.bindparam("account"),
+    fact_counts.c.agent == sa.bindparam("agent"),
+    fact_counts.c.owner_key.in_([sa.bindparam("owner"), sa.bindparam("shared")]),
+)

@@ -4,6 +4,7 @@ engine opens only a database whose schema it works with."""
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import shutil
 import threading
 from collections.abc import Iterator
@@ -74,10 +75,14 @@ def fill(url: str, giulia: Identity) -> None:
 
 
 def rows_of(db: Engine) -> dict[str, list[tuple[object, ...]]]:
-    """Every row of every table of the memory, in primary-key order."""
+    """Every row of every table of the memory, in primary-key order; but the versions of what
+    blocks show, numbers drawn anew by each write (any number a process has not seen will do)."""
     with db.connect() as conn:
         return {
-            t.name: [tuple(r) for r in conn.execute(sa.select(t).order_by(*t.primary_key))]
+            t.name: [
+                tuple(None if c.name == "version" else v for c, v in zip(t.c, r, strict=True))
+                for r in conn.execute(sa.select(t).order_by(*t.primary_key))
+            ]
             for t in Base.metadata.sorted_tables
         }
 
@@ -170,7 +175,13 @@ def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
             ("add_fk", "fk_korely_memories_replies_to_korely_memories"),
             ("add_index", "ix_korely_memories_replies_to"),
         ],
-        "0007": [("add_column", "tf"), ("add_column", "words"), ("add_column", "words")],
+        "0007": [
+            ("add_column", "expiring"),
+            ("add_column", "tf"),
+            ("add_column", "version"),
+            ("add_column", "words"),
+            ("add_column", "words"),
+        ],
     }
     assert sorted(adds) == list(REVISIONS[1:])
     for at, revision in enumerate(REVISIONS[:-1]):
@@ -227,6 +238,31 @@ def test_an_upgrade_across_a_revision_keeps_every_row(
         assert _alembic.differences(conn) == []
         indexes = {i["name"] for i in sa.inspect(conn).get_indexes("korely_memories")}
     assert "ix_korely_memories_owner_only" in indexes
+
+
+def test_revision_0007_counts_the_words_and_expiring_facts_an_engine_counts(
+    db_url: str, db: Engine, giulia: Identity
+) -> None:
+    """Facts with repeated words, that expire, of the account and proposed: counted again by
+    the revision as the engine counted them when it wrote them."""
+    fill(db_url, giulia)
+    later = dt.datetime(2999, 1, 1, tzinfo=dt.timezone.utc)
+    with MemoryEngine(db_url) as engine:
+        engine.remember(giulia, "trip", "Giulia is in Paris, Paris again", valid_until=later)
+        engine.remember(
+            MARCO, "fair", "Acme is at the fair", scope=Scope.ACCOUNT, valid_until=later
+        )
+        engine.confirm(Identity("acme", "anna", "support-copilot"), engine.proposals("acme")[-1].id)
+        engine.remember(MARCO, "desk", "Marco's desk, the desk by the door", scope=Scope.ACCOUNT)
+    before = rows_of(db)
+    expiring = {r[2]: r[-1] for r in before["korely_fact_counts"]}
+    assert expiring == {"/account": 1, "giulia": 1, "marco": 0}
+    assert max(r[-1] for r in before["korely_fact_terms"]) == 3  # "desk", said three times
+    with schema_transaction(db) as conn:
+        command.downgrade(_alembic.config(conn), "0006")
+    with MemoryEngine(db_url, auto_upgrade=True) as engine:
+        assert rows_of(db) == before
+        assert engine.search(giulia, "Paris").facts[0].key == "trip"
 
 
 def test_an_older_database_is_upgraded_at_start_on_sqlite_only_by_default(

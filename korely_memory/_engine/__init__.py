@@ -19,7 +19,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from sqlalchemy.engine import URL
 
-from .. import _database, _migrations, _validation, _word_index, _writes
+from .. import _database, _migrations, _read_path, _validation, _word_index, _writes
 from .._embedders import Embedder, check_embed
 from .._errors import InvalidRequest
 from .._ranking import Ranking
@@ -165,6 +165,7 @@ class MemoryEngine(
         self._owed_lock = threading.Lock()
         self._store_rankings = {}
         self._store_rankings_lock = threading.Lock()
+        self._blocks = _read_path.BlockCache()
         # In-memory SQLite is one connection shared by every thread: take turns on it.
         self._serial: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if _database.is_memory_sqlite(self.url) else contextlib.nullcontext()

@@ -100,6 +100,8 @@ class ContextMethods(EngineCore):
         if noting and request.of_the_past:
             raise InvalidRequest("conversation", "cannot be given with as_of or known_as_of")
         token = _read_path.hold_token(request)
+        if not noting and self._blocks.reusable(request, self._ranking):
+            return self._block_without_reader(request)
         owed = self._owed_to(request.who.account, request.reader) if request.marking else []
 
         def read(
@@ -263,3 +265,20 @@ class ContextMethods(EngineCore):
         """
         token, ids = _read_path.parse_receipt(receipt)
         return self._write(lambda conn: _marks.release(conn, token, ids))
+
+    def _block_without_reader(self, request: _read_path.ReadRequest) -> ContextBlock:
+        """A read without a reader: the block this process made for the same request while
+        nothing it shows has changed (one look-up of two versions), else made and kept."""
+
+        def read(conn: Connection) -> tuple[ContextBlock, _read_path.Gathered | None]:
+            kept = self._blocks.reuse(conn, request)
+            if kept is not None:
+                return kept, None
+            now = self._now_or_server(conn)
+            gathered = _read_path.gather(conn, request, self._ranking, self._tokens, now)
+            return _read_path.draft(gathered, request, self._ranking, self._tokens), gathered
+
+        block, gathered = self._read(read)
+        if gathered is not None:
+            self._blocks.keep(request, gathered, block)
+        return block

@@ -36,6 +36,8 @@ ADDED_LATER = frozenset(
         "korely_facts.words",
         "korely_fact_terms.tf",
         "korely_fact_counts.words",
+        "korely_fact_counts.version",
+        "korely_fact_counts.expiring",
         "uq_korely_items_fact",
         "ix_korely_items_owner_only",
         "ix_korely_items_expires",

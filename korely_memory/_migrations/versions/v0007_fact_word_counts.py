@@ -6,6 +6,10 @@ proposals, added up) are what BM25 needs, so that ``search`` ranks facts with a 
 word index instead of reading and scoring every fact. The index also holds every distinct word of
 a fact now (it held the first 256).
 
+``korely_fact_counts.version`` changes with every write to what a namespace's blocks show, and
+``expiring`` counts its true facts that expire; a row whose owner_key is ``/account`` holds both for
+the account's facts: a process reuses a block it made while they are unchanged and nothing expires.
+
 Upgrading counts the words of every fact kept, with the stemmer of the language the database
 records: a step in Python, so SQL printed for a reviewer (``korely db upgrade --sql``) adds the
 columns but counts nothing; run ``korely db upgrade`` itself on a database with facts. On SQLite
@@ -31,23 +35,45 @@ _ACCOUNT = "account"
 _ACCOUNT_SPACE = "/account"  # _schema.ACCOUNT_SPACE
 
 
-def _column(name: str, default: str) -> sa.Column[int]:
-    return sa.Column(name, sa.Integer(), server_default=default, nullable=False)
+def _column(name: str, default: str, *, big: bool = False) -> sa.Column[int]:
+    kind = sa.BigInteger() if big else sa.Integer()
+    return sa.Column(name, kind, server_default=default, nullable=False)
 
 
 def upgrade() -> None:
     added = [
-        ("korely_facts", "words", "0", {"sqlite_autoincrement": True}),
-        ("korely_fact_terms", "tf", "1", {"sqlite_with_rowid": False}),
-        ("korely_fact_counts", "words", "0", {}),
+        ("korely_facts", {"sqlite_autoincrement": True}, [_column("words", "0")]),
+        ("korely_fact_terms", {"sqlite_with_rowid": False}, [_column("tf", "1")]),
+        (
+            "korely_fact_counts",
+            {},
+            [_column("words", "0"), _column("version", "0", big=True), _column("expiring", "0")],
+        ),
     ]
     online_sqlite = not context.is_offline_mode() and op.get_context().dialect.name == "sqlite"
-    for table, name, default, kwargs in added:
+    for table, kwargs, columns in added:
         if online_sqlite:  # copied, so the table reads as a new database declares it
             with op.batch_alter_table(table, recreate="always", table_kwargs=kwargs) as batch:
-                batch.add_column(_column(name, default))
+                for column in columns:
+                    batch.add_column(column)
         else:
-            op.add_column(table, _column(name, default))
+            for column in columns:
+                op.add_column(table, column)
+    # Rows of the account's facts: their versions and how many of them expire.
+    op.execute(
+        "INSERT INTO korely_fact_counts (account, agent, owner_key, n, words, version, expiring)"
+        f" SELECT account, agent, '{_ACCOUNT_SPACE}', 0, 0, 0, count(valid_until)"
+        " FROM korely_facts WHERE ended_recorded_at IS NULL AND scope = 'account'"
+        " GROUP BY account, agent"
+    )
+    op.execute(
+        "UPDATE korely_fact_counts SET expiring = (SELECT count(f.valid_until)"
+        " FROM korely_facts f WHERE f.account = korely_fact_counts.account"
+        " AND f.agent = korely_fact_counts.agent"
+        " AND f.owner_key = korely_fact_counts.owner_key"
+        " AND f.ended_recorded_at IS NULL AND (f.scope IS NULL OR f.scope <> 'account'))"
+        f" WHERE owner_key <> '{_ACCOUNT_SPACE}'"
+    )
     if not context.is_offline_mode():
         _count(op.get_bind())
 
@@ -129,7 +155,10 @@ def _count(conn: sa.Connection) -> None:
 
 
 def downgrade() -> None:
+    op.execute(f"DELETE FROM korely_fact_counts WHERE owner_key = '{_ACCOUNT_SPACE}'")
     with op.batch_alter_table("korely_fact_counts") as batch:
+        batch.drop_column("expiring")
+        batch.drop_column("version")
         batch.drop_column("words")
     with op.batch_alter_table(
         "korely_fact_terms", table_kwargs={"sqlite_with_rowid": False}

@@ -1,0 +1,145 @@
+"""Blocks read without a reader are made once and reused while nothing they show has changed:
+whatever writes, in this process or another, the next read shows it; a block that could change
+with the clock alone is never reused; an erasure empties what is kept."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from korely_memory import Identity, MemoryEngine, Scope
+
+from .helpers import Clock, statements
+from .processes import PROCESSES
+
+NOON = dt.datetime(2026, 3, 10, 12, tzinfo=dt.timezone.utc)
+ANNA = Identity("acme", "anna", "support-copilot")
+QUERY = "Where does Giulia live?"
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(NOON)
+
+
+@pytest.fixture
+def engine(db_url: str, clock: Clock) -> Iterator[MemoryEngine]:
+    with MemoryEngine(db_url, clock=clock) as eng:
+        eng.grant_admin("acme", "anna")
+        yield eng
+
+
+def made_again(engine: MemoryEngine, read: Callable[[], object]) -> bool:
+    """Whether ``read`` made its block (the block's statement ran) or reused one (only the
+    look-up of the versions ran)."""
+    with statements(engine.db) as sent:
+        read()
+    assert sent, "a read always looks"
+    return len(sent) > 1 or "korely_facts" in sent[0]
+
+
+def test_a_block_is_reused_while_nothing_changes(engine: MemoryEngine, giulia: Identity) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    first = engine.get_context(giulia, QUERY)
+    with statements(engine.db) as sent:
+        again = engine.get_context(giulia, QUERY)
+    assert again == first
+    assert len(sent) == 1 and "korely_fact_counts" in sent[0] and "korely_facts " not in sent[0]
+    # Another query, budget or identity is another block.
+    assert made_again(engine, lambda: engine.get_context(giulia, "diet"))
+    assert made_again(engine, lambda: engine.get_context(giulia, QUERY, token_budget=300))
+    assert made_again(engine, lambda: engine.get_context(ANNA, QUERY))
+    # A reader, a moment in the past, or a conversation never reuse one.
+    assert made_again(engine, lambda: engine.get_context(giulia, QUERY, reader="bot"))
+    assert made_again(engine, lambda: engine.get_context(giulia, QUERY, as_of=NOON))
+    assert made_again(engine, lambda: engine.get_context(giulia, QUERY, conversation="c-1"))
+
+
+def account_fact(engine: MemoryEngine, key: str, content: str, **also: object) -> None:
+    """An account fact, stated and confirmed by an administrator."""
+    engine.remember(ANNA, key, content, scope=Scope.ACCOUNT, **also)  # type: ignore[arg-type]
+    engine.confirm(ANNA, next(p.id for p in engine.proposals("acme") if p.key == key))
+
+
+WRITES: dict[str, Callable[[MemoryEngine, Identity], object]] = {
+    "remember": lambda e, g: e.remember(g, "diet", "Giulia is vegetarian"),
+    "correct": lambda e, g: e.correct(g, "home-city", "Giulia lives in Milan"),
+    "forget": lambda e, g: e.forget(g, "home-city"),
+    "erase": lambda e, g: e.forget(g, "home-city", erase=True),
+    "account fact": lambda e, g: account_fact(e, "office", "Acme's office is in Turin"),
+    "proposal": lambda e, g: e.remember(g, "hours", "Acme opens at nine", scope=Scope.ACCOUNT),
+    "confirm": lambda e, g: e.confirm(ANNA, e.proposals("acme")[0].id),
+    "memory": lambda e, g: e.add_memory(g, "Giulia asked where Rome's office is"),
+    "forget memory": lambda e, g: e.forget_memory(g, e.search_memories(g, "office")[0].id),
+    "erase user": lambda e, g: e.erase_user("acme", "giulia"),
+    "import": lambda e, g: e.import_user(EXPORTED[0]),  # type: ignore[arg-type]
+}
+EXPORTED: list[dict[str, object]] = []
+
+
+def write_elsewhere(url: str, write: str, who: Identity, exported: list[dict[str, object]]) -> None:
+    """``write``, from a process of its own (whose caches are not this one's)."""
+    EXPORTED[:] = exported
+    with MemoryEngine(url, clock=Clock(NOON)) as engine:
+        WRITES[write](engine, who)
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+@pytest.mark.parametrize("where", ["this process", "another process"])
+def test_every_write_to_what_a_block_shows_is_read_next(
+    engine: MemoryEngine, giulia: Identity, write: str, where: str
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "hours", "Acme opens at eight", scope=Scope.ACCOUNT)  # a proposal
+    engine.add_memory(giulia, "Giulia asked about the office hours")
+    if write == "import":  # the person erased, then restored from their export
+        EXPORTED[:] = [engine.export_user("acme", "giulia").to_dict()]
+        engine.erase_user("acme", "giulia")
+    before = engine.get_context(giulia, QUERY)
+    assert engine.get_context(giulia, QUERY) is before  # reused
+    if where == "another process":
+        with PROCESSES.Pool(1) as pool:
+            url = engine.url.render_as_string(hide_password=False)
+            pool.apply(write_elsewhere, (url, write, giulia, EXPORTED))
+    else:
+        WRITES[write](engine, giulia)
+    after = engine.get_context(giulia, QUERY)
+    with MemoryEngine(engine.url) as fresh:  # a process that never kept a block
+        assert after == fresh.get_context(giulia, QUERY)
+    assert after != before
+
+
+def test_a_block_that_can_expire_is_made_every_time(
+    engine: MemoryEngine, clock: Clock, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "trip", "Giulia is in Paris this week", valid_until=NOON + HOUR)
+    assert "Paris" in engine.get_context(giulia, QUERY).text
+    assert made_again(engine, lambda: engine.get_context(giulia, QUERY))
+    clock.advance(hours=2)  # no write: the clock alone ends the trip
+    assert "Paris" not in engine.get_context(giulia, QUERY).text
+    # An account fact that expires does the same for every person of the account.
+    account_fact(engine, "fair", "Acme is at the Turin fair", valid_until=clock.now + HOUR)
+    engine.trim()  # ends the trip: only the fair expires now
+    assert "Turin fair" in engine.get_context(giulia, QUERY).text
+    assert made_again(engine, lambda: engine.get_context(giulia, QUERY))
+    clock.advance(hours=2)
+    assert "Turin fair" not in engine.get_context(giulia, QUERY).text
+    engine.trim()  # nothing expires any more: blocks are reused again
+    engine.get_context(giulia, QUERY)
+    assert not made_again(engine, lambda: engine.get_context(giulia, QUERY))
+
+
+def test_an_erasure_empties_the_blocks_kept(engine: MemoryEngine, giulia: Identity) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(ANNA, "home-city", "Anna lives in Genoa")
+    engine.get_context(giulia, QUERY)
+    engine.get_context(ANNA, QUERY)
+    engine.erase_user("acme", "anna")
+    assert not engine._blocks._kept._items  # nothing of anyone's is kept
+    assert "Rome" in engine.get_context(giulia, QUERY).text
+
+
+HOUR = dt.timedelta(hours=1)
