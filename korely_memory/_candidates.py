@@ -67,6 +67,8 @@ class Candidates:
     versions: _word_index.Versions | None = None
     """The versions of what the identity's blocks show, read by the same statement (None:
     a block of it may change with the clock alone)."""
+    complete: bool = False
+    """``facts`` are every true fact the identity sees (whatever the query)."""
 
 
 def page_size(budget: int, count: TokenCounter) -> int:
@@ -129,7 +131,11 @@ def candidates(
     total = len(found) if complete else max(len(found), (own_n or 0) + shared_n)
     found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
     return Candidates(
-        found, total, has_memories, _word_index.versions_from(versions, params["owner"])
+        found,
+        total,
+        has_memories,
+        _word_index.versions_from(versions, params["owner"]),
+        complete and len(found) == total,
     )
 
 

@@ -119,8 +119,8 @@ class Gathered:
     """The reader's pending changes."""
     excerpts: dict[int, str] = field(default_factory=dict)
     """For memories longer than a block could show, by id, the beginning the block renders."""
-    versions: _word_index.Versions | None = None
-    """The versions of what the block shows, read with its facts (None: not to be kept)."""
+    chosen: _candidates.Candidates | None = None
+    """The facts as read for a block of now, with the versions read with them."""
 
 
 CHARS_PER_TOKEN = 6  # characters read of memories per token of budget: English runs about 4
@@ -149,8 +149,10 @@ def gather(
     count: TokenCounter,
     now: dt.datetime | None,
     owed: Sequence[Fact] = (),
+    read_before: _candidates.Candidates | None = None,
 ) -> Gathered:
-    """Read the candidates of a block from one snapshot.
+    """Read the candidates of a block from one snapshot (``read_before``: the facts, read
+    earlier and still what the identity sees).
 
     ``owed``: versions an earlier read of this reader handed over but could not
     mark; those about this block's user that have ended since are told as if
@@ -167,7 +169,7 @@ def gather(
             known=request.known,
             who=who,
         )
-        versions = None
+        chosen = None
         found = [f for f in found if not f.erased]
         found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
         until = min(t for t in (request.at, request.known) if t is not None)
@@ -177,15 +179,15 @@ def gather(
     else:
         terms = _candidates.query_terms(request.query, ranking.words)
         page = None if ranking.reads_every_fact else _candidates.page_size(request.budget, count)
-        chosen = _candidates.candidates(conn, who, terms, page, now)
-        found, total, versions = chosen.facts, chosen.total, chosen.versions
+        chosen = read_before or _candidates.candidates(conn, who, terms, page, now)
+        found, total = chosen.facts, chosen.total
         if not chosen.has_memories:
             shown = []
         elif ranking.reads_every_fact:
             shown = ranking.memories(request.query, _memories.recent(conn, who), conn)
         else:
             shown, excerpts = _memories_to_show(conn, request, terms)
-    gathered = Gathered(found, total, shown, excerpts=excerpts, versions=versions)
+    gathered = Gathered(found, total, shown, excerpts=excerpts, chosen=chosen)
     if request.marking:
         assert request.reader is not None and now is not None
         ended = _marks.pending(conn, who, request.reader, now, renewing=request.renew)
@@ -318,16 +320,23 @@ def settle(
 
 
 class BlockCache:
-    """Blocks made without a reader, kept by this process and reused while nothing they show
-    has changed: ``reuse`` hands a block back only when the versions of its identity's
-    namespace and account (``_word_index.versions``, drawn anew by every write to what a block
-    shows, in the write's own transaction) are those read before it was made, and no fact of
-    theirs expires. Bounded in bytes; emptied, with the other caches of stored text, when a
-    person is erased."""
+    """What reads without a reader made, kept by this process and reused while nothing it
+    depends on has changed: the versions of the identity's namespace and account
+    (``_word_index.versions``, drawn anew by every write to what a block shows, in the write's
+    own transaction) are those read with it, and no fact of theirs expires.
+
+    Two things are kept: the block of a request (identity, query, budget), handed back whole
+    when the same request comes again; and, for an identity whose newest page holds every fact
+    it sees, those facts, so that a read with another query reads only its memories. Bounded in
+    bytes; emptied, with the other caches of stored text, when a person is erased.
+    """
 
     def __init__(self, max_bytes: int = 8 * 2**20) -> None:
-        self._kept: TextCache[_BlockKey, tuple[_word_index.Versions, ContextBlock]] = TextCache(
+        self._blocks: TextCache[_BlockKey, tuple[_word_index.Versions, ContextBlock]] = TextCache(
             max_bytes, _block_size
+        )
+        self._facts: TextCache[_FactsKey, _candidates.Candidates] = TextCache(
+            max_bytes, _facts_size
         )
 
     @staticmethod
@@ -336,24 +345,39 @@ class BlockCache:
         past, words only (embeddings read every fact)."""
         return request.reader is None and not request.of_the_past and not ranking.reads_every_fact
 
-    def reuse(self, conn: Connection, request: ReadRequest) -> ContextBlock | None:
-        """The block made earlier for the same request, when the versions of what it shows are
-        those read then (one look-up; none when no block was kept for the request)."""
-        kept = self._kept.get(_key_of(request))
-        if kept is None:
+    def reuse(
+        self, conn: Connection, request: ReadRequest, page: int
+    ) -> ContextBlock | _candidates.Candidates | None:
+        """The block made earlier for the same request, else the identity's facts read earlier,
+        when the versions are those read with them (one look-up; none when nothing is kept)."""
+        block = self._blocks.get(_key_of(request))
+        facts = self._facts.get(_facts_key(request, page))
+        if block is None and facts is None:
             return None
         who = request.who
         seen = _word_index.versions(conn, who.account, who.agent, _versions.owner_key(who.user))
-        return kept[1] if seen is not None and kept[0] == seen else None
+        if seen is None:
+            return None
+        if block is not None and block[0] == seen:
+            return block[1]
+        return facts if facts is not None and facts.versions == seen else None
 
-    def keep(self, request: ReadRequest, gathered: Gathered, block: ContextBlock) -> None:
-        """Keep ``block``, made from ``gathered``. Its versions were read with its facts, before
-        its memories: a write after them changes them, so the next read makes it again."""
-        if gathered.versions is not None:
-            self._kept.put(_key_of(request), (gathered.versions, block))
+    def keep(
+        self, request: ReadRequest, page: int, gathered: Gathered, block: ContextBlock
+    ) -> None:
+        """Keep ``block``, made from ``gathered``, and the facts it was chosen from when they are
+        all the identity sees. Its versions were read with its facts, before its memories: a
+        write after them changes them, so the next read makes it again."""
+        chosen = gathered.chosen
+        if chosen is None or chosen.versions is None:
+            return
+        self._blocks.put(_key_of(request), (chosen.versions, block))
+        if chosen.complete:
+            self._facts.put(_facts_key(request, page), chosen)
 
 
 _BlockKey = tuple[str, str | None, str, str | None, int]
+_FactsKey = tuple[str, str | None, str, int]
 
 
 def _key_of(request: ReadRequest) -> _BlockKey:
@@ -361,11 +385,20 @@ def _key_of(request: ReadRequest) -> _BlockKey:
     return (who.account, who.user, who.agent, request.query, request.budget)
 
 
+def _facts_key(request: ReadRequest, page: int) -> _FactsKey:
+    who = request.who
+    return (who.account, who.user, who.agent, page)
+
+
 def _block_size(key: _BlockKey, kept: tuple[object, ContextBlock]) -> int:
     block = kept[1]
     said = sum(len(f.content) + len(f.key) for f in block.facts)
     said += sum(len(m.content) for m in block.memories)
     return 2 * (len(block.text) + len(key[3] or "") + said) + 160 * len(block.facts) + 600
+
+
+def _facts_size(key: _FactsKey, chosen: _candidates.Candidates) -> int:
+    return sum(2 * (len(f.content) + len(f.key)) + 400 for f in chosen.facts) + 300
 
 
 def hold_token(request: ReadRequest) -> str | None:

@@ -47,8 +47,7 @@ def test_a_block_is_reused_while_nothing_changes(engine: MemoryEngine, giulia: I
         again = engine.get_context(giulia, QUERY)
     assert again == first
     assert len(sent) == 1 and "korely_fact_counts" in sent[0] and "korely_facts " not in sent[0]
-    # Another query, budget or identity is another block.
-    assert made_again(engine, lambda: engine.get_context(giulia, "diet"))
+    # Another budget or identity is another block (another query: see below).
     assert made_again(engine, lambda: engine.get_context(giulia, QUERY, token_budget=300))
     assert made_again(engine, lambda: engine.get_context(ANNA, QUERY))
     # A reader, a moment in the past, or a conversation never reuse one.
@@ -61,6 +60,27 @@ def account_fact(engine: MemoryEngine, key: str, content: str, **also: object) -
     """An account fact, stated and confirmed by an administrator."""
     engine.remember(ANNA, key, content, scope=Scope.ACCOUNT, **also)  # type: ignore[arg-type]
     engine.confirm(ANNA, next(p.id for p in engine.proposals("acme") if p.key == key))
+
+
+def test_another_query_reads_only_the_memories_of_a_person_whose_facts_all_fit(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    for i in range(30):
+        engine.remember(giulia, f"pref-{i}", f"Giulia prefers option {i} for topic {i % 7}")
+    engine.add_memory(giulia, "Giulia asked which option fits topic 3")
+    engine.get_context(giulia, QUERY)
+    for query in ("topic 3", "option 12", None):
+        with statements(engine.db) as sent:
+            block = engine.get_context(giulia, query)
+        assert "korely_facts " not in " ".join(sent)  # the facts are those read before
+        assert any("korely_memor" in s for s in sent)  # its memories are read for the query
+        with MemoryEngine(engine.url) as fresh:
+            assert block == fresh.get_context(giulia, query)
+    # A person with more facts than a page holds has them chosen by the query: read again.
+    for i in range(400):
+        engine.remember(ANNA, f"pref-{i}", f"Anna prefers option {i} for topic {i % 7}")
+    engine.get_context(ANNA, QUERY)
+    assert made_again(engine, lambda: engine.get_context(ANNA, "topic 3"))
 
 
 WRITES: dict[str, Callable[[MemoryEngine, Identity], object]] = {
@@ -138,7 +158,8 @@ def test_an_erasure_empties_the_blocks_kept(engine: MemoryEngine, giulia: Identi
     engine.get_context(giulia, QUERY)
     engine.get_context(ANNA, QUERY)
     engine.erase_user("acme", "anna")
-    assert not engine._blocks._kept._items  # nothing of anyone's is kept
+    assert not engine._blocks._blocks._items  # nothing of anyone's is kept
+    assert not engine._blocks._facts._items
     assert "Rome" in engine.get_context(giulia, QUERY).text
 
 

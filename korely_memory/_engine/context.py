@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 
 from sqlalchemy.engine import Connection
 
-from .. import _marks, _notes, _read_path, _render, _validation
+from .. import _candidates, _marks, _notes, _read_path, _render, _validation
 from .._errors import InvalidRequest
 from .._identity import Identity
 from .._types import Change, ContextBlock, Fact, Note
@@ -267,18 +267,22 @@ class ContextMethods(EngineCore):
         return self._write(lambda conn: _marks.release(conn, token, ids))
 
     def _block_without_reader(self, request: _read_path.ReadRequest) -> ContextBlock:
-        """A read without a reader: the block this process made for the same request while
-        nothing it shows has changed (one look-up of two versions), else made and kept."""
+        """A read without a reader: the block this process made for the same request, or made
+        from the facts it read earlier, while nothing they show has changed (one look-up of two
+        versions); else made from the database, and kept."""
+        page = _candidates.page_size(request.budget, self._tokens)
 
         def read(conn: Connection) -> tuple[ContextBlock, _read_path.Gathered | None]:
-            kept = self._blocks.reuse(conn, request)
-            if kept is not None:
+            kept = self._blocks.reuse(conn, request, page)
+            if isinstance(kept, ContextBlock):
                 return kept, None
             now = self._now_or_server(conn)
-            gathered = _read_path.gather(conn, request, self._ranking, self._tokens, now)
+            gathered = _read_path.gather(
+                conn, request, self._ranking, self._tokens, now, read_before=kept
+            )
             return _read_path.draft(gathered, request, self._ranking, self._tokens), gathered
 
         block, gathered = self._read(read)
         if gathered is not None:
-            self._blocks.keep(request, gathered, block)
+            self._blocks.keep(request, page, gathered, block)
         return block
