@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import itertools
 import multiprocessing
 import os
 import platform
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from korely_memory import Identity, MemoryEngine
 from korely_memory._tokens import TokenCounter
@@ -49,6 +50,23 @@ def reads(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
                     sizes.runs,
                 )
                 table.put(f"get_context, {n:,} facts, budget {budget}", backend, plain)
+                # The same read is kept and handed back while nothing changes: what a new query,
+                # and what a read after a write, cost.
+                asked = itertools.count()
+                table.put(
+                    f"get_context, {n:,} facts, budget {budget}, a new query each read",
+                    backend,
+                    w.median_ms(_new_query(engine, who, budget, asked), sizes.runs),
+                )
+                table.put(
+                    f"get_context, {n:,} facts, budget {budget}, after a write each time",
+                    backend,
+                    w.median_ms_after(
+                        functools.partial(engine.get_context, who, QUERY, token_budget=budget),
+                        _new_home(engine, who, asked),
+                        sizes.runs,
+                    ),
+                )
                 read = functools.partial(
                     engine.get_context, who, QUERY, token_budget=budget, reader=w.READER
                 )
@@ -72,6 +90,18 @@ def reads(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
                 table.get(f"get_context, {n:,} facts, budget {sizes.budgets[0]}", backend) or 0.0
             )
         peer_reads(table, dbs, backend, n, sizes, engine_ms)
+
+
+def _new_query(
+    engine: MemoryEngine, who: Identity, budget: int, asked: Iterator[int]
+) -> Callable[[], object]:
+    """A read with a query no read asked before."""
+    return lambda: engine.get_context(who, f"{QUERY} {next(asked)}", token_budget=budget)
+
+
+def _new_home(engine: MemoryEngine, who: Identity, asked: Iterator[int]) -> Callable[[], object]:
+    """A write to what the person's blocks show (a new version of a fact)."""
+    return lambda: engine.correct(who, "home-city", f"Giulia lives in Milan ({next(asked)})")
 
 
 def peer_reads(

@@ -41,6 +41,22 @@ def median_ms(work: Callable[[], object], runs: int, warm: int = 10) -> float:
     return statistics.median(times) / 1e6
 
 
+def median_ms_after(
+    work: Callable[[], object], before: Callable[[], object], runs: int, warm: int = 3
+) -> float:
+    """Median wall time of ``work`` in milliseconds, each run after ``before`` (not timed)."""
+    for _ in range(warm):
+        before()
+        work()
+    times = []
+    for _ in range(runs):
+        before()
+        t = time.perf_counter_ns()
+        work()
+        times.append(time.perf_counter_ns() - t)
+    return statistics.median(times) / 1e6
+
+
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] if ordered else float("nan")
