@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from korely_memory import Identity, MemoryEngine, Scope
+from korely_memory import Identity, MemoryEngine, Scope, _memories
 
 from .helpers import Clock, statements
 from .processes import PROCESSES
@@ -150,6 +150,30 @@ def test_a_block_that_can_expire_is_made_every_time(
     engine.trim()  # nothing expires any more: blocks are reused again
     engine.get_context(giulia, QUERY)
     assert not made_again(engine, lambda: engine.get_context(giulia, QUERY))
+
+
+def test_a_write_between_a_block_s_facts_and_its_memories_is_read_next(
+    engine: MemoryEngine, giulia: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The versions are read with the facts, before the memories: a memory kept by another
+    engine while the block is made, after its memories were read, is in the next block."""
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.add_memory(giulia, "Giulia asked where she could live")
+    matching = _memories.matching
+    wrote: list[int] = []
+
+    def between(*args: object, **kwargs: object) -> object:
+        found = matching(*args, **kwargs)  # type: ignore[arg-type]
+        if not wrote:
+            with MemoryEngine(engine.url) as other:
+                wrote.append(other.add_memory(giulia, "Giulia wants to live by the sea").id)
+        return found
+
+    monkeypatch.setattr(_memories, "matching", between)
+    assert "by the sea" not in engine.get_context(giulia, QUERY).text
+    monkeypatch.setattr(_memories, "matching", matching)
+    assert wrote
+    assert "by the sea" in engine.get_context(giulia, QUERY).text
 
 
 def test_an_erasure_empties_the_blocks_kept(engine: MemoryEngine, giulia: Identity) -> None:
