@@ -598,9 +598,10 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
     stats = (
         sa.select(
             n.label("n"),
-            sa.func.coalesce(sa.cast(length, sa.Float) / sa.func.nullif(n, 0), number(1.0)).label(
-                "avg"
-            ),
+            # _bm25's "avg or 1.0": no facts, or none with a word.
+            sa.func.coalesce(
+                sa.cast(sa.func.nullif(length, 0), sa.Float) / sa.func.nullif(n, 0), number(1.0)
+            ).label("avg"),
         )
         .select_from(expired.join(account_facts, sa.true()))
         .cte("stats")

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection
 from . import _database, _days, _notes, _versions, _word_index
 from ._bm25 import bm25_idf, bm25_term
 from ._identity import EndCause, Identity
-from ._schema import as_utc, facts, memories, memory_terms, personal_row
+from ._schema import ACCOUNT_SPACE, as_utc, facts, memories, memory_terms, personal_row
 from ._types import Fact, Memory
 from ._vectors import forget_vectors
 from ._words import Words
@@ -363,7 +363,13 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
     _unanswer(conn, ids, words)
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id.in_(ids)))
     conn.execute(memories.delete().where(memories.c.id.in_(ids)))
-    _word_index.touch(conn, {(r.account, r.agent, r.owner_key) for r in rows if r.id in doomed})
+    gone = [r for r in rows if r.id in doomed]
+    # Account facts read from them lose their link: every block of the account shows them.
+    _word_index.touch(
+        conn,
+        {(r.account, r.agent, r.owner_key) for r in gone}
+        | {(r.account, r.agent, ACCOUNT_SPACE) for r in gone},
+    )
     return ids
 
 
@@ -386,6 +392,13 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime, words: Words) -> 
     _unanswer(conn, [memory.id], words)
     conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == memory.id))
     conn.execute(memories.delete().where(memories.c.id == memory.id))  # links go with it
-    _word_index.touch(conn, [(memory.account, memory.agent, _versions.owner_key(memory.owner))])
+    # Account facts read from it lose their link: every block of the account shows them.
+    _word_index.touch(
+        conn,
+        [
+            (memory.account, memory.agent, _versions.owner_key(memory.owner)),
+            (memory.account, memory.agent, ACCOUNT_SPACE),
+        ],
+    )
     _notes.redact(conn, memory.account, read_ids, [memory.id])
     return len(ended)

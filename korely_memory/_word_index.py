@@ -66,6 +66,7 @@ class _AsRecorded:
 
 AS_RECORDED = _AsRecorded()
 _LANGUAGE = "language"
+_UNCOUNTED = "uncounted"  # revision 0007's
 
 
 def recorded_language(conn: Connection) -> str | None:
@@ -73,10 +74,20 @@ def recorded_language(conn: Connection) -> str | None:
 
     A read: an engine opening a database that records its language takes no write lock.
     """
-    found: str | None = conn.execute(
-        sa.select(settings.c.value).where(settings.c.name == _LANGUAGE)
-    ).scalar_one_or_none()
-    return found
+    return recorded_at_start(conn)[0]
+
+
+def recorded_at_start(conn: Connection) -> tuple[str | None, bool]:
+    """``recorded_language``, and whether facts' words are left to count (``korely db upgrade
+    --sql`` printed revision 0007), in one read."""
+    found = dict(
+        conn.execute(
+            sa.select(settings.c.name, settings.c.value).where(
+                settings.c.name.in_([_LANGUAGE, _UNCOUNTED])
+            )
+        ).all()
+    )
+    return found.get(_LANGUAGE), _UNCOUNTED in found
 
 
 def agreed_language(conn: Connection, asked: str | _AsRecorded | None) -> str | None:

@@ -131,6 +131,27 @@ def test_every_write_to_what_a_block_shows_is_read_next(
     assert after != before
 
 
+def forget_source(url: str, memory_id: int) -> None:
+    with MemoryEngine(url, clock=Clock(NOON)) as engine:
+        engine.forget_memory(ANNA, memory_id)
+
+
+def test_an_account_fact_s_memory_forgotten_elsewhere_is_read_next_by_everyone(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    """An account fact read from a memory loses its link when the memory goes: the blocks of
+    every person of the account show it, and are made again."""
+    memory = engine.add_memory(ANNA, "The office opens at nine")
+    account_fact(engine, "office-hours", "The office opens at nine", source_memory_id=memory.id)
+    everyone = (giulia, Identity("acme", None, giulia.agent))
+    before = [engine.get_context(who, "office") for who in everyone]
+    assert [b.facts[0].source_memory_id for b in before] == [memory.id, memory.id]
+    with PROCESSES.Pool(1) as pool:
+        pool.apply(forget_source, (engine.url.render_as_string(hide_password=False), memory.id))
+    after = [engine.get_context(who, "office") for who in everyone]
+    assert [b.facts[0].source_memory_id for b in after] == [None, None]
+
+
 def test_a_block_that_can_expire_is_made_every_time(
     engine: MemoryEngine, clock: Clock, giulia: Identity
 ) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic.command import downgrade
 
 from korely_memory import Identity, MemoryEngine
 from korely_memory._database import create, resolve_url
@@ -102,10 +103,17 @@ def test_db_upgrade_sql_prints_what_an_upgrade_runs(db_url: str) -> None:
     assert script.exit_code == 0, script.stderr
     assert "CREATE INDEX ix_korely_memories_owner_only" in script.stdout
     assert f"UPDATE {VERSION_TABLE} SET version_num='{HEAD}'" in script.stdout
+    run_script(db_url, script.stdout)
+    assert korely("--url", db_url, "db", "check").exit_code == 0
+    assert korely("--url", db_url, "db", "upgrade", "--sql").stdout == f"-- already at {HEAD}\n"
+
+
+def run_script(db_url: str, script: str) -> None:
+    """Run printed SQL as sqlite3 or psql would."""
     url = resolve_url(db_url)
     if url.get_backend_name() == "sqlite":
         database = sqlite3.connect(url.database or "")
-        database.executescript(script.stdout)
+        database.executescript(script)
         database.close()
     else:  # as psql would run it, BEGIN and COMMIT included
         import psycopg
@@ -113,9 +121,41 @@ def test_db_upgrade_sql_prints_what_an_upgrade_runs(db_url: str) -> None:
         # The URL's own connection arguments (its options decoded), as the engine connects.
         args, kwargs = url.get_dialect()().create_connect_args(url)
         with psycopg.connect(*args, **kwargs, autocommit=True) as database:
-            database.execute(script.stdout.encode())
-    assert korely("--url", db_url, "db", "check").exit_code == 0
-    assert korely("--url", db_url, "db", "upgrade", "--sql").stdout == f"-- already at {HEAD}\n"
+            database.execute(script.encode())
+
+
+def test_words_printed_sql_cannot_count_are_counted_by_the_first_engine(
+    db_url: str, giulia: Identity
+) -> None:
+    """Revision 0007 counts facts' words with the stemmer: SQL printed for a reviewer leaves
+    that to the first engine that opens the database, which ranks as if upgraded online."""
+    with MemoryEngine(db_url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome, Rome of the seven hills")
+        engine.remember(giulia, "work", "Giulia works in Milan")
+        engine.remember(giulia, "trip", "A trip to Rome in May")
+        expected = [f.key for f in engine.search(giulia, "Rome hills").facts]
+        counted = rows(engine, "SELECT id, words FROM korely_facts ORDER BY id")
+        terms = rows(engine, "SELECT fact_id, term, tf FROM korely_fact_terms ORDER BY 1, 2")
+    db = create(resolve_url(db_url))
+    with schema_transaction(db) as conn:
+        downgrade(_alembic.config(conn), "0006")
+    db.dispose()
+    script = korely("--url", db_url, "db", "upgrade", "--sql")
+    assert "'uncounted'" in script.stdout
+    run_script(db_url, script.stdout)
+    with MemoryEngine(db_url, auto_upgrade=False) as engine:
+        assert rows(engine, "SELECT id, words FROM korely_facts ORDER BY id") == counted
+        assert (
+            rows(engine, "SELECT fact_id, term, tf FROM korely_fact_terms ORDER BY 1, 2") == terms
+        )
+        assert [f.key for f in engine.search(giulia, "Rome hills").facts] == expected
+        left = "SELECT count(*) FROM korely_settings WHERE name = 'uncounted'"
+        assert rows(engine, left) == [(0,)]
+
+
+def rows(engine: MemoryEngine, sql: str) -> list[tuple[object, ...]]:
+    with engine.db.connect() as conn:
+        return [tuple(r) for r in conn.exec_driver_sql(sql)]
 
 
 # -- errors ------------------------------------------------------------------------------------

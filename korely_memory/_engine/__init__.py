@@ -178,7 +178,9 @@ class MemoryEngine(
             )
             _migrations.prepare(self.db, auto_upgrade=upgrading)
             # Read first: opening a database that records its language takes no write lock.
-            recorded = self._read(_word_index.recorded_language)
+            recorded, uncounted = self._read(_word_index.recorded_at_start)
+            if uncounted:
+                self._write(_migrations.count_words_left)
             agreed = (
                 self._write(lambda conn: _word_index.agreed_language(conn, language))
                 if recorded is None

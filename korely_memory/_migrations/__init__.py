@@ -91,6 +91,20 @@ def prepare(db: Engine, *, auto_upgrade: bool) -> None:
         upgrade(conn, HEAD)
 
 
+def count_words_left(conn: Connection) -> None:
+    """Count the facts' words that SQL printed by ``korely db upgrade --sql`` left to count
+    (revision 0007), once: the engine that removes the setting counts them, in its write
+    transaction; another waits for it and finds nothing left."""
+    from .versions.v0007_fact_word_counts import UNCOUNTED, count_words
+
+    claimed = conn.execute(
+        sa.text("DELETE FROM korely_settings WHERE name = :name RETURNING name"),
+        {"name": UNCOUNTED},
+    ).first()
+    if claimed is not None:
+        count_words(conn)
+
+
 def refuse_unknown(found: str) -> None:
     """Raise unless ``found`` is a revision this version of korely-memory can upgrade from.
 

@@ -11,8 +11,9 @@ a fact now (it held the first 256).
 the account's facts: a process reuses a block it made while they are unchanged and nothing expires.
 
 Upgrading counts the words of every fact kept, with the stemmer of the language the database
-records: a step in Python, so SQL printed for a reviewer (``korely db upgrade --sql``) adds the
-columns but counts nothing; run ``korely db upgrade`` itself on a database with facts. On SQLite
+records: a step in Python. SQL printed for a reviewer (``korely db upgrade --sql``) adds the
+columns and records the setting ``uncounted``: the first engine to open the database counts them
+then, in one write transaction. On SQLite
 the facts table is copied (batch mode), so that it is declared as a new database declares it.
 Revision 0007.
 
@@ -74,11 +75,18 @@ def upgrade() -> None:
         " AND f.ended_recorded_at IS NULL AND (f.scope IS NULL OR f.scope <> 'account'))"
         f" WHERE owner_key <> '{_ACCOUNT_SPACE}'"
     )
-    if not context.is_offline_mode():
-        _count(op.get_bind())
+    if context.is_offline_mode():
+        # The count needs the stemmer: the first engine to open the database does it.
+        op.execute(f"INSERT INTO korely_settings (name, value) VALUES ('{UNCOUNTED}', '0007')")
+    else:
+        count_words(op.get_bind())
 
 
-def _count(conn: sa.Connection) -> None:
+UNCOUNTED = "uncounted"
+"""The setting SQL printed for a reviewer leaves: the facts' words are still to be counted."""
+
+
+def count_words(conn: sa.Connection) -> None:
     """Every fact's words counted again, and the index of the true ones rebuilt with them."""
     from korely_memory._words import Words, findable
 
