@@ -300,6 +300,41 @@ def _shadowed(table: Any, server_clock: bool) -> Any:
     )
 
 
+def _expired_own(gone: Any, server_clock: bool) -> list[Any]:
+    """``gone`` is one of the identity's true facts (or proposals) that expired and that no
+    write has ended yet: found by the partial index of the true facts that expire, without
+    reading the others."""
+    return [
+        gone.c.account == sa.bindparam("account"),
+        gone.c.agent == sa.bindparam("agent"),
+        gone.c.owner_key == sa.bindparam("owner"),
+        sa.text(f"{gone.name}.valid_until IS NOT NULL AND {gone.name}.ended_recorded_at IS NULL"),
+        gone.c.valid_until <= _now(server_clock),
+        sa.text(personal_row(gone.name)),
+    ]
+
+
+def _seen_account_fact(shared: Any, server_clock: bool) -> list[Any]:
+    """``shared`` is a true account fact the identity sees: live, and not shadowed by its own."""
+    return [
+        shared.c.account == sa.bindparam("account"),
+        shared.c.agent == sa.bindparam("agent"),
+        sa.text(true_account_row(shared.name)),
+        _live(shared, server_clock),
+        ~_shadowed(shared, server_clock),
+    ]
+
+
+def _kept(column: Any) -> Any:
+    """A column of the identity's kept counts (0 without a row)."""
+    found = sa.select(column).where(
+        fact_counts.c.account == sa.bindparam("account"),
+        fact_counts.c.agent == sa.bindparam("agent"),
+        fact_counts.c.owner_key == sa.bindparam("owner"),
+    )
+    return sa.func.coalesce(found.scalar_subquery(), 0)
+
+
 @functools.lru_cache(maxsize=MAX_QUERY_TERMS + 1)
 def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
     """The block's one statement; ``lateral``: PostgreSQL's (arrays, lateral lookups, and the
@@ -310,44 +345,17 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
     mine = (facts.c.account == account, facts.c.agent == agent)
     shared = facts.alias("shared")
     gone = facts.alias("gone")
-    # The kept count holds the facts that expired and that no write has ended yet: found by
-    # the partial index of the true facts that expire, without reading the others.
     expired_n = (
         sa.select(sa.func.count())
         .select_from(gone)
-        .where(
-            gone.c.account == account,
-            gone.c.agent == agent,
-            gone.c.owner_key == owner,
-            sa.text("gone.valid_until IS NOT NULL AND gone.ended_recorded_at IS NULL"),
-            gone.c.valid_until <= _now(lateral),
-            sa.text(personal_row("gone")),
-        )
+        .where(*_expired_own(gone, lateral))
         .scalar_subquery()
     )
-    own_n = (
-        sa.func.coalesce(
-            sa.select(fact_counts.c.n)
-            .where(
-                fact_counts.c.account == account,
-                fact_counts.c.agent == agent,
-                fact_counts.c.owner_key == owner,
-            )
-            .scalar_subquery(),
-            0,
-        )
-        - expired_n
-    )
+    own_n = _kept(fact_counts.c.n) - expired_n
     shared_n = (
         sa.select(sa.func.count())
         .select_from(shared)
-        .where(
-            shared.c.account == account,
-            shared.c.agent == agent,
-            sa.text(true_account_row("shared")),
-            _live(shared, lateral),
-            ~_shadowed(shared, lateral),
-        )
+        .where(*_seen_account_fact(shared, lateral))
         .scalar_subquery()
     )
     columns = [facts.c[f] for f in _FIELDS]
@@ -550,51 +558,19 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
     ).cte("hits")
     # How many facts it sees, and their words: the kept counts, less its facts that expired
     # and no write ended yet, plus the account's it sees.
-    gone = facts.alias("gone")
-    expired = (
-        sa.select(
-            sa.func.count().label("n"), sa.func.coalesce(sa.func.sum(gone.c.words), 0).label("w")
-        )
-        .where(
-            gone.c.account == account,
-            gone.c.agent == agent,
-            gone.c.owner_key == owner,
-            sa.text("gone.valid_until IS NOT NULL AND gone.ended_recorded_at IS NULL"),
-            gone.c.valid_until <= _now(False),
-            sa.text(personal_row("gone")),
-        )
-        .cte("expired")
-    )
-    shared = facts.alias("shared")
+    gone, shared = facts.alias("gone"), facts.alias("shared")
+
+    def counted(table: Any) -> list[Any]:
+        """How many facts, and their words."""
+        words = sa.func.coalesce(sa.func.sum(table.c.words), 0)
+        return [sa.func.count().label("n"), words.label("w")]
+
+    expired = sa.select(*counted(gone)).where(*_expired_own(gone, False)).cte("expired")
     account_facts = (
-        sa.select(
-            sa.func.count().label("n"),
-            sa.func.coalesce(sa.func.sum(shared.c.words), 0).label("w"),
-        )
-        .where(
-            shared.c.account == account,
-            shared.c.agent == agent,
-            sa.text(true_account_row("shared")),
-            _live(shared, False),
-            ~_shadowed(shared, False),
-        )
-        .cte("account_facts")
+        sa.select(*counted(shared)).where(*_seen_account_fact(shared, False)).cte("account_facts")
     )
-
-    def kept(column: Any) -> Any:
-        return sa.func.coalesce(
-            sa.select(column)
-            .where(
-                fact_counts.c.account == account,
-                fact_counts.c.agent == agent,
-                fact_counts.c.owner_key == owner,
-            )
-            .scalar_subquery(),
-            0,
-        )
-
-    n = kept(fact_counts.c.n) - expired.c.n + account_facts.c.n
-    length = kept(fact_counts.c.words) - expired.c.w + account_facts.c.w
+    n = _kept(fact_counts.c.n) - expired.c.n + account_facts.c.n
+    length = _kept(fact_counts.c.words) - expired.c.w + account_facts.c.w
     stats = (
         sa.select(
             n.label("n"),

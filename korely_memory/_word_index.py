@@ -263,6 +263,14 @@ def new_version() -> int:
     return secrets.randbits(62) + 1
 
 
+Versions = tuple[int | None, int | None]
+_VERSIONS = sa.select(fact_counts.c.owner_key, fact_counts.c.version, fact_counts.c.expiring).where(
+    fact_counts.c.account == sa.bindparam("account"),
+    fact_counts.c.agent == sa.bindparam("agent"),
+    fact_counts.c.owner_key.in_([sa.bindparam("owner"), sa.bindparam("shared")]),
+)
+
+
 def versions(conn: Connection, account: str, agent: str, owner_key: str) -> Versions | None:
     """The versions of an identity's blocks (its namespace's and its account's), or None when
     a block of it could change with the clock alone (a true fact that expires)."""
@@ -278,11 +286,3 @@ def versions_from(rows: dict[str, tuple[int, int]], owner_key: str) -> Versions 
         return None
     own, shared = rows.get(owner_key), rows.get(ACCOUNT_SPACE)
     return (own and own[0], shared and shared[0])
-
-
-Versions = tuple[int | None, int | None]
-_VERSIONS = sa.select(fact_counts.c.owner_key, fact_counts.c.version, fact_counts.c.expiring).where(
-    fact_counts.c.account == sa.bindparam("account"),
-    fact_counts.c.agent == sa.bindparam("agent"),
-    fact_counts.c.owner_key.in_([sa.bindparam("owner"), sa.bindparam("shared")]),
-)

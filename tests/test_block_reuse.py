@@ -5,6 +5,7 @@ with the clock alone is never reused; an erasure empties what is kept."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -195,6 +196,37 @@ def test_a_write_between_a_block_s_facts_and_its_memories_is_read_next(
     monkeypatch.setattr(_memories, "matching", matching)
     assert wrote
     assert "by the sea" in engine.get_context(giulia, QUERY).text
+
+
+def test_threads_reading_while_another_engine_writes_end_on_the_last_write(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    """Readers of one engine keep and reuse blocks while another engine corrects a fact 40
+    times; every block a reader gets holds one of the versions written, and once the writer is
+    done every read shows the last."""
+    engine.remember(giulia, "home-city", "Giulia lives in city 0")
+    done = threading.Event()
+    seen: list[str] = []
+
+    def read() -> None:
+        while not done.is_set():
+            for query in (QUERY, "city", None):
+                block = engine.get_context(giulia, query)
+                seen.append(next(f.content for f in block.facts if f.key == "home-city"))
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for t in readers:
+        t.start()
+    with MemoryEngine(engine.url) as writer:
+        for n in range(1, 41):
+            writer.correct(giulia, "home-city", f"Giulia lives in city {n}")
+    done.set()
+    for t in readers:
+        t.join()
+    assert set(seen) <= {f"Giulia lives in city {n}" for n in range(41)} and len(seen) > 12
+    for query in (QUERY, "city", None):
+        block = engine.get_context(giulia, query)
+        assert [f.content for f in block.facts] == ["Giulia lives in city 40"]
 
 
 def test_an_erasure_empties_the_blocks_kept(engine: MemoryEngine, giulia: Identity) -> None:

@@ -81,7 +81,7 @@ def test_search_scores_as_bm25_over_every_fact_the_identity_sees(db_url: str) ->
     with MemoryEngine(db_url, clock=clock) as engine:
         engine.grant_admin("acme", "anna")
         cities = ["Rome", "Milan", "Turin", "Naples", "Genoa"]
-        for i in range(60):
+        for i in range(300):
             city = cities[i % 5]
             engine.remember(giulia, f"contact-{i}", f"Contact {i} lives in {city}, {city} city")
             clock.advance(seconds=1)
