@@ -118,6 +118,32 @@ def last_reads(
     return moments
 
 
+def unsettled() -> sa.Exists:
+    """Whether ``reader`` has a mark, about this block's user or about no user, whose version
+    ended and that is not told yet (pending, held, or whose expiry is to come): bound as
+    ``pending`` binds."""
+    return sa.exists().where(
+        marks.c.account == sa.bindparam("account"),
+        marks.c.reader == sa.bindparam("reader"),
+        marks.c.subject.in_(sa.bindparam("subjects", expanding=True)),
+        sa.text("korely_marks.ended_at IS NOT NULL AND korely_marks.told_at IS NULL"),
+    )
+
+
+def marked_columns() -> list[sa.ScalarSelect[Any]]:
+    """How many of the versions ``ids`` ``reader`` has a mark of, and the oldest last read of
+    those: two columns of another statement."""
+    of_them = (
+        marks.c.account == sa.bindparam("account"),
+        marks.c.reader == sa.bindparam("reader"),
+        marks.c.fact_id.in_(sa.bindparam("ids", expanding=True)),
+    )
+    return [
+        sa.select(sa.func.count()).select_from(marks).where(*of_them).scalar_subquery(),
+        sa.select(sa.func.min(marks.c.last_read_at)).where(*of_them).scalar_subquery(),
+    ]
+
+
 # -- writing marks (in a short transaction of their own, or in a writer's) -------------
 
 

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import re
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import (
@@ -362,6 +365,43 @@ class BlockCache:
             return block[1]
         return facts if facts is not None and facts.versions == seen else None
 
+    @staticmethod
+    def reusable_for_reader(request: ReadRequest, ranking: Ranking) -> bool:
+        """A read with a reader whose block a kept one may be: no hold (its receipt is its
+        own), words only."""
+        return request.marking and request.hold is None and not ranking.reads_every_fact
+
+    def reuse_for_reader(
+        self, conn: Connection, request: ReadRequest, clock: Callable[[], dt.datetime] | None
+    ) -> ContextBlock | None:
+        """The block kept for the same request when, for its reader, the read would be steady:
+        the versions are those read with it, the reader has no change waiting to be told about
+        this user or the account, and has a mark of every fact the block shows, read this hour.
+        The read then has nothing to tell and nothing to write: its block is the kept one. One
+        statement; ``clock``: the read's clock (None: the server's, read by the statement)."""
+        kept = self._blocks.get(_key_of(request))
+        if kept is None:
+            return None
+        versions, block = kept
+        who = request.who
+        assert request.reader is not None
+        row: Sequence[Any] = conn.execute(
+            _steady_statement(conn.dialect.name, clock is None),
+            {
+                **_word_index.version_params(who.account, who.agent, _versions.owner_key(who.user)),
+                "reader": request.reader,
+                "subjects": sorted({who.user or "", ""}),
+                "ids": [f.id for f in block.facts],
+            },
+        ).one()
+        if _word_index.versions_of_columns(row[:4]) != versions or row[4]:
+            return None
+        marked, oldest = row[5], row[6]
+        now = clock() if clock is not None else row[7].astimezone(dt.timezone.utc)
+        if marked != len(block.facts) or (oldest is not None and oldest < _marks.hour(now)):
+            return None
+        return block
+
     def keep(
         self, request: ReadRequest, page: int, gathered: Gathered, block: ContextBlock
     ) -> None:
@@ -374,6 +414,20 @@ class BlockCache:
         self._blocks.put(_key_of(request), (chosen.versions, block))
         if chosen.complete:
             self._facts.put(_facts_key(request, page), chosen)
+
+
+@functools.cache
+def _steady_statement(dialect: str, server_clock: bool) -> sa.Select[Any]:
+    """``reuse_for_reader``'s statement: the versions, whether a change waits, the marks of
+    the block's facts, and the server's clock where it is the read's."""
+    columns: list[Any] = [
+        *_word_index.version_columns(),
+        _marks.unsettled(),
+        *_marks.marked_columns(),
+    ]
+    if server_clock:
+        columns.append(sa.func.clock_timestamp())
+    return sa.select(*columns)
 
 
 _BlockKey = tuple[str, str | None, str, str | None, int]

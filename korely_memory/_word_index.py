@@ -274,10 +274,43 @@ _VERSIONS = sa.select(fact_counts.c.owner_key, fact_counts.c.version, fact_count
 def versions(conn: Connection, account: str, agent: str, owner_key: str) -> Versions | None:
     """The versions of an identity's blocks (its namespace's and its account's), or None when
     a block of it could change with the clock alone (a true fact that expires)."""
-    rows = conn.execute(
-        _VERSIONS, {"account": account, "agent": agent, "owner": owner_key, "shared": ACCOUNT_SPACE}
-    ).all()
+    rows = conn.execute(_VERSIONS, version_params(account, agent, owner_key)).all()
     return versions_from({key: (version, expiring) for key, version, expiring in rows}, owner_key)
+
+
+def version_params(account: str, agent: str, owner_key: str) -> dict[str, str]:
+    """What ``versions``' statement, and ``version_columns``, bind."""
+    return {"account": account, "agent": agent, "owner": owner_key, "shared": ACCOUNT_SPACE}
+
+
+def version_columns() -> list[sa.ScalarSelect[int]]:
+    """``versions`` as four columns of another statement (bound as ``versions`` binds): the
+    namespace's version and count of expiring facts, then the account's."""
+
+    def of(owner: str, column: sa.Column[int]) -> sa.ScalarSelect[int]:
+        return (
+            sa.select(column)
+            .where(
+                fact_counts.c.account == sa.bindparam("account"),
+                fact_counts.c.agent == sa.bindparam("agent"),
+                fact_counts.c.owner_key == sa.bindparam(owner),
+            )
+            .scalar_subquery()
+        )
+
+    return [
+        of(owner, column)
+        for owner in ("owner", "shared")
+        for column in (fact_counts.c.version, fact_counts.c.expiring)
+    ]
+
+
+def versions_of_columns(values: Sequence[int | None]) -> Versions | None:
+    """``versions`` from the four values of ``version_columns``."""
+    own, own_expiring, shared, shared_expiring = values
+    if own_expiring or shared_expiring:
+        return None
+    return (own, shared)
 
 
 def versions_from(rows: dict[str, tuple[int, int]], owner_key: str) -> Versions | None:

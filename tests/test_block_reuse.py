@@ -1,6 +1,7 @@
 """Blocks read without a reader are made once and reused while nothing they show has changed:
 whatever writes, in this process or another, the next read shows it; a block that could change
-with the clock alone is never reused; an erasure empties what is kept."""
+with the clock alone is never reused; an erasure empties what is kept. A reader's read reuses
+one only when it would be steady: nothing to tell, nothing to write."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_a_block_is_reused_while_nothing_changes(engine: MemoryEngine, giulia: I
     # Another budget or identity is another block (another query: see below).
     assert made_again(engine, lambda: engine.get_context(giulia, QUERY, token_budget=300))
     assert made_again(engine, lambda: engine.get_context(ANNA, QUERY))
-    # A reader, a moment in the past, or a conversation never reuse one.
+    # A moment in the past or a conversation never reuse one; a reader, once steady (below).
     assert made_again(engine, lambda: engine.get_context(giulia, QUERY, reader="bot"))
     assert made_again(engine, lambda: engine.get_context(giulia, QUERY, as_of=NOON))
     assert made_again(engine, lambda: engine.get_context(giulia, QUERY, conversation="c-1"))
@@ -241,3 +242,143 @@ def test_an_erasure_empties_the_blocks_kept(engine: MemoryEngine, giulia: Identi
 
 
 HOUR = dt.timedelta(hours=1)
+
+
+# -- a reader's steady read ---------------------------------------------------------------
+
+BOT = "bot"
+
+
+def reused_by_reader(engine: MemoryEngine, who: Identity, query: str | None = QUERY) -> bool:
+    """Whether a read under ``BOT`` handed back a kept block: one statement, which reads
+    neither the facts nor the reader's pending marks' facts, and writes nothing."""
+    with statements(engine.db) as sent:
+        engine.get_context(who, query, reader=BOT)
+    return len(sent) == 1 and "korely_facts" not in sent[0]
+
+
+def test_a_reader_s_steady_read_reuses_the_block_and_equals_one_made_afresh(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    account_fact(engine, "office", "Acme's office is in Turin")
+    engine.add_memory(giulia, "Giulia asked where the office is")
+    first = engine.get_context(giulia, QUERY, reader=BOT)  # hands the facts over: marks them
+    assert {f.key for f in first.facts} == {"home-city", "office"}
+    with statements(engine.db) as sent:
+        again = engine.get_context(giulia, QUERY, reader=BOT)
+    assert len(sent) == 1 and "korely_marks" in sent[0] and "korely_facts " not in sent[0]
+    assert again is first
+    with MemoryEngine(engine.url, clock=Clock(NOON)) as fresh:  # keeps nothing
+        assert fresh.get_context(giulia, QUERY, reader=BOT) == again
+    # A block kept by a read without a reader serves a reader with a mark of each of its
+    # facts; one without (another person's facts) is made, handed over, then reused.
+    office = engine.get_context(giulia, "office")
+    assert reused_by_reader(engine, giulia, "office")
+    assert engine.get_context(giulia, "office", reader=BOT) is office
+    engine.remember(ANNA, "home-city", "Anna lives in Genoa")
+    engine.get_context(ANNA, QUERY)
+    assert not reused_by_reader(engine, ANNA)
+    assert reused_by_reader(engine, ANNA)
+
+
+TOLD = {"correct": "Giulia lives in Milan", "forget": "no longer true", "erase": "was erased"}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+@pytest.mark.parametrize("where", ["this process", "another process"])
+def test_every_write_ends_a_reader_s_reuse_and_its_change_is_told_once(
+    engine: MemoryEngine, giulia: Identity, write: str, where: str
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "hours", "Acme opens at eight", scope=Scope.ACCOUNT)  # a proposal
+    engine.add_memory(giulia, "Giulia asked about the office hours")
+    if write == "import":
+        EXPORTED[:] = [engine.export_user("acme", "giulia").to_dict()]
+        engine.erase_user("acme", "giulia")
+    before = engine.get_context(giulia, QUERY, reader=BOT)
+    assert reused_by_reader(engine, giulia)
+    if where == "another process":
+        with PROCESSES.Pool(1) as pool:
+            url = engine.url.render_as_string(hide_password=False)
+            pool.apply(write_elsewhere, (url, write, giulia, EXPORTED))
+    else:
+        WRITES[write](engine, giulia)
+    with statements(engine.db) as sent:
+        after = engine.get_context(giulia, QUERY, reader=BOT)
+    assert any("korely_facts" in s for s in sent)  # made again
+    assert after != before
+    if write in TOLD:  # the version the reader was handed ended: told, once
+        assert [c.was.key for c in after.changed] == ["home-city"]
+        assert TOLD[write] in after.text
+        assert engine.get_context(giulia, QUERY, reader=BOT).changed == ()
+    # Steady again, and the same as a block made afresh.
+    steady = engine.get_context(giulia, QUERY, reader=BOT)
+    assert reused_by_reader(engine, giulia)
+    with MemoryEngine(engine.url, clock=Clock(NOON)) as fresh:
+        assert fresh.get_context(giulia, QUERY, reader=BOT) == steady
+
+
+def test_a_change_waiting_from_another_agent_s_facts_is_told_despite_a_kept_block(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    """One reader name reads a person's memory under two agents: a fact of the other agent's
+    that it was handed changes. The first agent's versions did not move; the change is still
+    told by the first agent's next read, as a read made afresh tells it."""
+    other = Identity(giulia.account, giulia.user, "billing-bot")
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(other, "card", "Giulia pays by card")
+    engine.get_context(giulia, QUERY, reader=BOT)
+    assert reused_by_reader(engine, giulia)
+    engine.get_context(other, "card", reader=BOT)
+    engine.correct(other, "card", "Giulia pays by bank transfer")
+    told = engine.get_context(giulia, QUERY, reader=BOT)
+    assert [c.was.content for c in told.changed] == ["Giulia pays by card"]
+    assert engine.get_context(other, "card", reader=BOT).changed == ()  # told once
+    engine.get_context(giulia, QUERY, reader=BOT)
+    assert reused_by_reader(engine, giulia)
+
+
+def test_a_reader_s_marks_read_in_an_earlier_hour_are_refreshed_then_reused(
+    engine: MemoryEngine, clock: Clock, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, QUERY, reader=BOT)
+    assert reused_by_reader(engine, giulia)
+    clock.advance(hours=1)
+    with statements(engine.db) as sent:  # moves the marks' last read to this hour
+        engine.get_context(giulia, QUERY, reader=BOT)
+    assert any(s.startswith("UPDATE korely_marks SET last_read_at") for s in sent)
+    assert reused_by_reader(engine, giulia)
+
+
+def test_marks_deleted_or_held_elsewhere_end_a_reader_s_reuse(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, QUERY, reader=BOT)
+    with MemoryEngine(engine.url, clock=Clock(NOON)) as other:
+        assert other.delete_reader("acme", BOT) == 1  # the reader's marks go
+    assert not reused_by_reader(engine, giulia)  # hands the facts over again
+    assert reused_by_reader(engine, giulia)
+    # A change another read holds: this read makes its block, without the change.
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    with MemoryEngine(engine.url, clock=Clock(NOON)) as other:
+        held = other.get_context(giulia, QUERY, reader=BOT, hold=True)
+    assert [c.was.content for c in held.changed] == ["Giulia lives in Rome"]
+    steady = engine.get_context(giulia, QUERY, reader=BOT)
+    assert steady.changed == ()
+    assert not reused_by_reader(engine, giulia)  # the held change waits: made every time
+    engine.acknowledge(held.receipt)  # type: ignore[arg-type]
+    engine.get_context(giulia, QUERY, reader=BOT)
+    assert reused_by_reader(engine, giulia)
+
+
+def test_a_reader_s_steady_read_on_the_database_s_own_clock(db_url: str, giulia: Identity) -> None:
+    """Without a clock given, PostgreSQL's steady read takes the hour from the server in the
+    same statement; SQLite from this process."""
+    with MemoryEngine(db_url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        first = engine.get_context(giulia, QUERY, reader=BOT)
+        assert reused_by_reader(engine, giulia)
+        assert engine.get_context(giulia, QUERY, reader=BOT) is first

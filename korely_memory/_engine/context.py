@@ -103,6 +103,14 @@ class ContextMethods(EngineCore):
         if not noting and self._blocks.reusable(request, self._ranking):
             return self._block_without_reader(request)
         owed = self._owed_to(request.who.account, request.reader) if request.marking else []
+        steady = (
+            not noting and not owed and self._blocks.reusable_for_reader(request, self._ranking)
+        )
+        if steady:
+            clock = self._read_clock()
+            kept = self._read(lambda conn: self._blocks.reuse_for_reader(conn, request, clock))
+            if kept is not None:
+                return kept
 
         def read(
             conn: Connection,
@@ -157,6 +165,10 @@ class ContextMethods(EngineCore):
         whole = _read_path.settle(block, gathered, claimed, redraw)
         if conversation is not None:
             return self._noted(request, whole, conversation, anchor, seqs, gathered)
+        if steady and not (whole.changed or whole.gave_way or gathered.pending.changes):
+            # Nothing told, nothing waiting: the block a read without a reader would make.
+            page = _candidates.page_size(request.budget, self._tokens)
+            self._blocks.keep(request, page, gathered, whole)
         return whole
 
     def notes(self, who: Identity, conversation: str) -> list[Note]:

@@ -74,6 +74,13 @@ class EngineCore:
             return None
         return self._now(conn)
 
+    def _read_clock(self) -> Clock | None:
+        """The clock a read of one statement takes its moment from: None where the statement
+        reads the server's (PostgreSQL, no clock given)."""
+        if self._clock is not None:
+            return self._clock
+        return None if self._server_clock else self._system_clock
+
     def _write(self, work: Callable[[Connection], R]) -> R:
         with self._serial:
             return _database.run_write(self.db, work)
