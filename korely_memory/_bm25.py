@@ -62,3 +62,31 @@ class Lexical:
 
 def _count(words: list[str]) -> tuple[int, Counter[str]]:
     return len(words), Counter(words)
+
+
+class Indexed:
+    """Texts given together, their words counted and indexed once: ``scores`` of a query equals
+    ``Lexical.scores`` of the same texts, computed for the texts that hold a query word only."""
+
+    def __init__(self, lexical: Lexical, docs: Sequence[str]) -> None:
+        self._words = lexical._words
+        self._counted = [lexical._counted(d) for d in docs]
+        self._avg = sum(length for length, _ in self._counted) / len(docs) if docs else 0.0
+        self._holding: dict[str, list[int]] = {}
+        for i, (_, tf) in enumerate(self._counted):
+            for term in tf:
+                self._holding.setdefault(term, []).append(i)
+
+    def scores(self, query: str) -> list[float]:
+        n = len(self._counted)
+        terms = set(self._words(query))
+        scores = [0.0] * n
+        if not terms or not n:
+            return scores
+        avg = self._avg or 1.0
+        idf = {t: bm25_idf(n, len(self._holding[t])) for t in terms if t in self._holding}
+        held = sorted({i for t in idf for i in self._holding[t]})
+        for i in held:
+            length, tf = self._counted[i]
+            scores[i] = sum(idf[t] * bm25_term(tf[t], length, avg) for t in tf.keys() & terms)
+        return scores

@@ -43,6 +43,9 @@ class TextCache(Generic[K, V]):
         found = self._items.get(key)
         return None if found is None else found[0]
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
     def put(self, key: K, value: V) -> V:
         """Keep ``value`` for ``key`` unless it alone would take more than a tenth of the cache."""
         size = self._size(key, value) + _ENTRY

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from sqlalchemy.engine import Connection
 
 from . import _vectors
-from ._bm25 import Lexical
+from ._bm25 import Indexed, Lexical
 from ._cache import TextCache
 from ._embedders import Embedder, Vector, sides
 from ._types import Fact, Memory
@@ -54,6 +54,12 @@ class Ranking:
         order = sorted(range(len(found)), key=lambda i: -scores[i])
         return [found[i] for i in order]
 
+    def indexed(self, found: Sequence[Fact]) -> IndexedFacts | None:
+        """``found`` with their words indexed once, to order by many queries (BM25 only)."""
+        if self._semantic is not None:
+            return None
+        return IndexedFacts(found, Indexed(self._lexical, [fact_text(f) for f in found]))
+
     def matching_facts(
         self, query: str, found: Sequence[Fact], conn: Connection | None = None
     ) -> list[Fact]:
@@ -81,6 +87,20 @@ class Ranking:
     def has_unsaved_vectors(self) -> bool:
         """Whether vectors computed during reads wait to be kept."""
         return self._semantic is not None and bool(self._semantic.unsaved)
+
+
+class IndexedFacts:
+    """Facts whose words are indexed once: ``facts`` orders them as ``Ranking.facts`` does."""
+
+    def __init__(self, found: Sequence[Fact], index: Indexed) -> None:
+        self.found = found
+        self._index = index
+
+    def facts(self, query: str) -> list[Fact]:
+        """Most relevant first; ties keep the order they came in (recency)."""
+        scores = self._index.scores(query)
+        order = sorted(range(len(self.found)), key=lambda i: -scores[i])
+        return [self.found[i] for i in order]
 
 
 class _Semantic:

@@ -42,7 +42,7 @@ from . import (
 from ._cache import TextCache
 from ._errors import InvalidRequest
 from ._identity import Identity
-from ._ranking import Ranking
+from ._ranking import IndexedFacts, Ranking
 from ._tokens import TokenCounter
 from ._types import Change, ContextBlock, Fact, Memory, replaced
 
@@ -124,6 +124,26 @@ class Gathered:
     """For memories longer than a block could show, by id, the beginning the block renders."""
     chosen: _candidates.Candidates | None = None
     """The facts as read for a block of now, with the versions read with them."""
+    ready: Ready | None = None
+    """The facts' lines, tokens and words, worked out by an earlier read."""
+
+
+Ready = tuple[_render.Costed, IndexedFacts | None]
+
+
+@dataclass
+class KeptFacts:
+    """Every fact an identity sees, read earlier; once a read with another query takes them,
+    their lines, tokens and words too, worked out once for every query after it."""
+
+    chosen: _candidates.Candidates
+    ready: Ready | None = None
+
+    def prepared(self, ranking: Ranking, count: TokenCounter) -> Ready:
+        if self.ready is None:  # two threads may both work it out: the same, either kept
+            facts = self.chosen.facts
+            self.ready = (_render.fact_costs(facts, count), ranking.indexed(facts))
+        return self.ready
 
 
 CHARS_PER_TOKEN = 6  # characters read of memories per token of budget: English runs about 4
@@ -152,7 +172,7 @@ def gather(
     count: TokenCounter,
     now: dt.datetime | None,
     owed: Sequence[Fact] = (),
-    read_before: _candidates.Candidates | None = None,
+    read_before: KeptFacts | None = None,
 ) -> Gathered:
     """Read the candidates of a block from one snapshot (``read_before``: the facts, read
     earlier and still what the identity sees).
@@ -164,6 +184,7 @@ def gather(
     """
     who = request.who
     excerpts: dict[int, str] = {}
+    ready: Ready | None = None
     if request.of_the_past:
         assert now is not None
         found = _versions.as_of(
@@ -182,7 +203,11 @@ def gather(
     else:
         terms = _candidates.query_terms(request.query, ranking.words)
         page = None if ranking.reads_every_fact else _candidates.page_size(request.budget, count)
-        chosen = read_before or _candidates.candidates(conn, who, terms, page, now)
+        if read_before is not None:
+            chosen = read_before.chosen
+            ready = read_before.prepared(ranking, count)
+        else:
+            chosen = _candidates.candidates(conn, who, terms, page, now)
         found, total = chosen.facts, chosen.total
         if not chosen.has_memories:
             shown = []
@@ -190,7 +215,7 @@ def gather(
             shown = ranking.memories(request.query, _memories.recent(conn, who), conn)
         else:
             shown, excerpts = _memories_to_show(conn, request, terms)
-    gathered = Gathered(found, total, shown, excerpts=excerpts, chosen=chosen)
+    gathered = Gathered(found, total, shown, excerpts=excerpts, chosen=chosen, ready=ready)
     if request.marking:
         assert request.reader is not None and now is not None
         ended = _marks.pending(conn, who, request.reader, now, renewing=request.renew)
@@ -233,6 +258,14 @@ def draft(
             return None
         return receipt(token, gathered.pending.marks_settled_by(shown))
 
+    costed, indexed = gathered.ready or (None, None)
+
+    def rank(facts: Sequence[Fact]) -> Sequence[Fact]:
+        assert query is not None
+        if indexed is not None and facts is indexed.found:
+            return indexed.facts(query)
+        return ranking.facts(query, facts, conn)
+
     return _render.render(
         facts=gathered.facts,
         memories=gathered.memories,
@@ -240,7 +273,8 @@ def draft(
         budget=request.budget,
         count=count,
         changed_more=changed_more,
-        rank=(lambda fs: ranking.facts(query, fs, conn)) if query else None,
+        costed=costed,
+        rank=rank if query else None,
         waiting=bool(gathered.memories or gathered.pending.changes),
         omitted=shown_from - len(gathered.facts),
         receipt_for=receipt_for,
@@ -338,9 +372,7 @@ class BlockCache:
         self._blocks: TextCache[_BlockKey, tuple[_word_index.Versions, ContextBlock]] = TextCache(
             max_bytes, _block_size
         )
-        self._facts: TextCache[_FactsKey, _candidates.Candidates] = TextCache(
-            max_bytes, _facts_size
-        )
+        self._facts: TextCache[_FactsKey, KeptFacts] = TextCache(max_bytes, _facts_size)
 
     @staticmethod
     def reusable(request: ReadRequest, ranking: Ranking) -> bool:
@@ -348,9 +380,16 @@ class BlockCache:
         past, words only (embeddings read every fact)."""
         return request.reader is None and not request.of_the_past and not ranking.reads_every_fact
 
+    def holds(self, request: ReadRequest, page: int | None = None) -> bool:
+        """Whether something is kept for ``request``: its block, or (with ``page``) the facts
+        of its identity."""
+        if _key_of(request) in self._blocks:
+            return True
+        return page is not None and _facts_key(request, page) in self._facts
+
     def reuse(
         self, conn: Connection, request: ReadRequest, page: int
-    ) -> ContextBlock | _candidates.Candidates | None:
+    ) -> ContextBlock | KeptFacts | None:
         """The block made earlier for the same request, else the identity's facts read earlier,
         when the versions are those read with them (one look-up; none when nothing is kept)."""
         block = self._blocks.get(_key_of(request))
@@ -363,7 +402,7 @@ class BlockCache:
             return None
         if block is not None and block[0] == seen:
             return block[1]
-        return facts if facts is not None and facts.versions == seen else None
+        return facts if facts is not None and facts.chosen.versions == seen else None
 
     @staticmethod
     def reusable_for_reader(request: ReadRequest, ranking: Ranking) -> bool:
@@ -412,8 +451,10 @@ class BlockCache:
         if chosen is None or chosen.versions is None:
             return
         self._blocks.put(_key_of(request), (chosen.versions, block))
-        if chosen.complete:
-            self._facts.put(_facts_key(request, page), chosen)
+        key = _facts_key(request, page)
+        kept = self._facts.get(key)
+        if chosen.complete and (kept is None or kept.chosen is not chosen):
+            self._facts.put(key, KeptFacts(chosen))
 
 
 @functools.cache
@@ -451,8 +492,9 @@ def _block_size(key: _BlockKey, kept: tuple[object, ContextBlock]) -> int:
     return 2 * (len(block.text) + len(key[3] or "") + said) + 160 * len(block.facts) + 600
 
 
-def _facts_size(key: _FactsKey, chosen: _candidates.Candidates) -> int:
-    return sum(2 * (len(f.content) + len(f.key)) + 400 for f in chosen.facts) + 300
+def _facts_size(key: _FactsKey, kept: KeptFacts) -> int:
+    # With room for their lines, tokens and words, worked out later.
+    return sum(5 * (len(f.content) + len(f.key)) + 900 for f in kept.chosen.facts) + 300
 
 
 def hold_token(request: ReadRequest) -> str | None:

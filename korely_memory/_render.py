@@ -274,6 +274,7 @@ def render(
     omitted: int | None = None,
     receipt_for: ReceiptFor | None = None,
     excerpts: Mapping[int, str] | None = None,
+    costed: Costed | None = None,
 ) -> ContextBlock:
     """Fit the candidates to ``budget`` tokens.
 
@@ -292,6 +293,7 @@ def render(
         receipt_for: The receipt of a block that tells these changes.
         excerpts: For memories longer than what was read of them, by id, the
             beginning that was: a memory shown from it always ends with '…'.
+        costed: ``fact_costs(facts, count)``, when it was kept from an earlier read.
 
     Returns:
         The block.
@@ -303,7 +305,16 @@ def render(
     if waiting is None:
         waiting = bool(memories or changes)
     pick = _choose(
-        facts, memories, changes, budget, count, rank, waiting, excerpts or {}, omitted or 0
+        facts,
+        memories,
+        changes,
+        budget,
+        count,
+        rank,
+        waiting,
+        excerpts or {},
+        omitted or 0,
+        costed,
     )
     more = None if changed_more is None else changed_more + len(changes) - len(pick.changes)
     return _block(pick, budget, count, more, receipt_for)
@@ -355,6 +366,16 @@ def omitted_line(n: int) -> str:
     return f"- {n} more {'fact' if n == 1 else 'facts'} not shown; recall finds them."
 
 
+Costed = tuple[dict[int, str], dict[int, int]]
+"""Facts' lines and the tokens each takes with its line break, by ``id`` of the fact."""
+
+
+def fact_costs(facts: Sequence[Fact], count: TokenCounter) -> Costed:
+    """The lines of ``facts`` and what each costs in a block."""
+    lines = {id(fact): fact_line(fact) for fact in facts}
+    return lines, {i: count(line + "\n") for i, line in lines.items()}
+
+
 def _choose(
     facts: Sequence[Fact],
     memories: Sequence[Memory],
@@ -365,6 +386,7 @@ def _choose(
     waiting: bool,
     excerpts: Mapping[int, str],
     before: int,
+    costed: Costed | None = None,
 ) -> _Pick:
     def cost(line: str) -> int:
         return count(line + "\n")
@@ -377,8 +399,7 @@ def _choose(
     fact_room = left // 2 if waiting else left
     chosen: list[tuple[Fact, str]] = []
     used = header(KNOWN)
-    lines = {id(fact): fact_line(fact) for fact in facts}
-    costs = {i: cost(line) for i, line in lines.items()}
+    lines, costs = costed or fact_costs(facts, count)
     crowded = used + sum(costs.values()) > fact_room
     if rank is not None and crowded:
         facts = rank(facts)

@@ -78,6 +78,17 @@ def test_another_query_reads_only_the_memories_of_a_person_whose_facts_all_fit(
         assert any("korely_memor" in s for s in sent)  # its memories are read for the query
         with MemoryEngine(engine.url) as fresh:
             assert block == fresh.get_context(giulia, query)
+    # Many queries on the facts read before, each with facts of equal relevance to order by
+    # recency and more facts than the budget shows: each block is as a fresh engine makes it.
+    for i in range(30, 60):
+        engine.remember(giulia, f"note-{i}", f"Giulia noted topic {i % 4} on a long card {i}")
+    engine.get_context(giulia, QUERY)
+    with MemoryEngine(engine.url) as fresh:
+        for query in ("topic 1", "card", "long topic 2 card", "option 7", "nothing here"):
+            with statements(engine.db) as sent:
+                block = engine.get_context(giulia, query)
+            assert "korely_facts " not in " ".join(sent)
+            assert block.omitted and block == fresh.get_context(giulia, query)
     # A person with more facts than a page holds has them chosen by the query: read again.
     for i in range(400):
         engine.remember(ANNA, f"pref-{i}", f"Anna prefers option {i} for topic {i % 7}")

@@ -17,7 +17,7 @@ from korely_memory import (
     _memories,
     _versions,
 )
-from korely_memory._bm25 import Lexical
+from korely_memory._bm25 import Indexed, Lexical
 from korely_memory._schema import fact_terms, memory_terms
 from korely_memory._words import Words, fact_text
 from korely_memory.tools import RECALL
@@ -297,3 +297,29 @@ def test_erasure_takes_the_vectors_of_what_it_erases(db_url: str, giulia: Identi
 def vector_count(engine: MemoryEngine) -> Any:
     with engine.db.connect() as conn:
         return conn.execute(sa.text("SELECT count(*) FROM korely_vectors")).scalar_one()
+
+
+def test_facts_indexed_once_score_every_query_as_scored_together() -> None:
+    """A person's facts, their words indexed once for many queries, score each query to the
+    last bit as BM25 over the same texts does: repeated words, words no fact has, a query of
+    stop words only, texts sharing every word (ties), an empty text."""
+    lexical = Lexical(Words())
+    cities = ["Rome", "Milan", "Turin", "Genoa", "Naples"]
+    docs = [
+        f"home city {cities[i % 5]} {'office ' * (i % 3)}Giulia lives in {cities[(i * 7) % 5]}"
+        for i in range(60)
+    ]
+    docs += ["", "the and of", docs[3], docs[3]]
+    indexed = Indexed(lexical, docs)
+    queries = [
+        "Where does Giulia live?",
+        "office office Rome",
+        "Naples Turin home",
+        "the of and",
+        "zebra",
+        "",
+        "lives living lived in Milan's offices",
+    ]
+    for query in queries:
+        assert indexed.scores(query) == lexical.scores(query, docs), query
+    assert Indexed(lexical, []).scores("Rome") == []

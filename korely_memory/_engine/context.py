@@ -80,37 +80,36 @@ class ContextMethods(EngineCore):
             InvalidRequest: An argument breaks a rule (a budget the stable note
                 does not fit in, with a tokenizer of yours, among them).
         """
-        request = _read_path.ReadRequest.of(
-            who,
-            query,
-            reader=reader,
-            token_budget=token_budget,
-            changes=changes,
-            as_of=as_of,
-            known_as_of=known_as_of,
-            hold=hold,
-            default_hold=_validation.DEFAULT_HOLD,
-            renew=renew,
-        )
-        noting = _validation.label("conversation", conversation, optional=True) is not None
-        _validation.label("anchor", anchor, optional=True)
-        seqs = _validation.seqs("present", present)
-        if not noting and (anchor is not None or seqs is not None):
-            raise InvalidRequest("conversation", "is needed with anchor or present")
-        if noting and request.of_the_past:
-            raise InvalidRequest("conversation", "cannot be given with as_of or known_as_of")
-        token = _read_path.hold_token(request)
+        with self._turns:  # a read served from what this process kept runs whole, in turns
+            request = _read_path.ReadRequest.of(
+                who,
+                query,
+                reader=reader,
+                token_budget=token_budget,
+                changes=changes,
+                as_of=as_of,
+                known_as_of=known_as_of,
+                hold=hold,
+                default_hold=_validation.DEFAULT_HOLD,
+                renew=renew,
+            )
+            noting = _validation.label("conversation", conversation, optional=True) is not None
+            _validation.label("anchor", anchor, optional=True)
+            seqs = _validation.seqs("present", present)
+            if not noting and (anchor is not None or seqs is not None):
+                raise InvalidRequest("conversation", "is needed with anchor or present")
+            if noting and request.of_the_past:
+                raise InvalidRequest("conversation", "cannot be given with as_of or known_as_of")
+            owed = self._owed_to(request.who.account, request.reader) if request.marking else []
+            kept = None if noting or owed else self._kept(request)
+        if isinstance(kept, ContextBlock):
+            return kept
         if not noting and self._blocks.reusable(request, self._ranking):
             return self._block_without_reader(request)
-        owed = self._owed_to(request.who.account, request.reader) if request.marking else []
+        token = _read_path.hold_token(request)
         steady = (
             not noting and not owed and self._blocks.reusable_for_reader(request, self._ranking)
         )
-        if steady:
-            clock = self._read_clock()
-            kept = self._read(lambda conn: self._blocks.reuse_for_reader(conn, request, clock))
-            if kept is not None:
-                return kept
 
         def read(
             conn: Connection,
@@ -278,23 +277,48 @@ class ContextMethods(EngineCore):
         token, ids = _read_path.parse_receipt(receipt)
         return self._write(lambda conn: _marks.release(conn, token, ids))
 
+    def _kept(self, request: _read_path.ReadRequest) -> ContextBlock | None:
+        """The block of ``request`` from what this process kept, while it is still what the
+        database holds (one look-up): the block kept for the same request; for a read without a
+        reader, else one made from the identity's facts read earlier (only its memories are
+        read, on the same connection)."""
+        if self._blocks.reusable(request, self._ranking):
+            page = _candidates.page_size(request.budget, self._tokens)
+            if not self._blocks.holds(request, page):
+                return None
+
+            def read(conn: Connection) -> tuple[ContextBlock | None, _read_path.Gathered | None]:
+                kept = self._blocks.reuse(conn, request, page)
+                if not isinstance(kept, _read_path.KeptFacts):
+                    return kept, None
+                return self._made(conn, request, kept)
+
+            block, gathered = self._read(read)
+            if block is not None and gathered is not None:
+                self._blocks.keep(request, page, gathered, block)
+            return block
+        if self._blocks.reusable_for_reader(request, self._ranking) and self._blocks.holds(request):
+            clock = self._read_clock()
+            return self._read(lambda conn: self._blocks.reuse_for_reader(conn, request, clock))
+        return None
+
+    def _made(
+        self,
+        conn: Connection,
+        request: _read_path.ReadRequest,
+        facts: _read_path.KeptFacts | None = None,
+    ) -> tuple[ContextBlock, _read_path.Gathered]:
+        """The block of a read without a reader, made on ``conn`` (``facts``: the identity's
+        facts, read earlier and still what it sees)."""
+        now = self._now_or_server(conn)
+        gathered = _read_path.gather(
+            conn, request, self._ranking, self._tokens, now, read_before=facts
+        )
+        return _read_path.draft(gathered, request, self._ranking, self._tokens), gathered
+
     def _block_without_reader(self, request: _read_path.ReadRequest) -> ContextBlock:
-        """A read without a reader: the block this process made for the same request, or made
-        from the facts it read earlier, while nothing they show has changed (one look-up of two
-        versions); else made from the database, and kept."""
+        """A read without a reader, made from the database, and kept."""
+        block, gathered = self._read(lambda conn: self._made(conn, request))
         page = _candidates.page_size(request.budget, self._tokens)
-
-        def read(conn: Connection) -> tuple[ContextBlock, _read_path.Gathered | None]:
-            kept = self._blocks.reuse(conn, request, page)
-            if isinstance(kept, ContextBlock):
-                return kept, None
-            now = self._now_or_server(conn)
-            gathered = _read_path.gather(
-                conn, request, self._ranking, self._tokens, now, read_before=kept
-            )
-            return _read_path.draft(gathered, request, self._ranking, self._tokens), gathered
-
-        block, gathered = self._read(read)
-        if gathered is not None:
-            self._blocks.keep(request, page, gathered, block)
+        self._blocks.keep(request, page, gathered, block)
         return block

@@ -49,6 +49,7 @@ class EngineCore:
     _ranking: Ranking
     _writer: _writes.Writer
     _serial: Any
+    _turns: Any  # kept blocks' look-ups take turns (SQLite files)
     _blocks: _read_path.BlockCache  # blocks made without a reader, reused while unchanged
     # Versions handed over by reads whose marks gave way, marked by the reader's next read.
     _owed: OrderedDict[tuple[str, str], dict[int, Fact]]
