@@ -406,9 +406,9 @@ class BlockCache:
 
     @staticmethod
     def reusable_for_reader(request: ReadRequest, ranking: Ranking) -> bool:
-        """A read with a reader whose block a kept one may be: no hold (its receipt is its
-        own), words only."""
-        return request.marking and request.hold is None and not ranking.reads_every_fact
+        """A read with a reader whose block a kept one may be: of now, words only. (With
+        ``hold``, a block that tells nothing holds nothing and carries no receipt.)"""
+        return request.marking and not ranking.reads_every_fact
 
     def reuse_for_reader(
         self, conn: Connection, request: ReadRequest, clock: Callable[[], dt.datetime] | None

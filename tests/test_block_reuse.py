@@ -282,6 +282,10 @@ def test_a_reader_s_steady_read_reuses_the_block_and_equals_one_made_afresh(
     assert again is first
     with MemoryEngine(engine.url, clock=Clock(NOON)) as fresh:  # keeps nothing
         assert fresh.get_context(giulia, QUERY, reader=BOT) == again
+        # Held, a block that tells nothing holds nothing and carries no receipt.
+        held = fresh.get_context(giulia, QUERY, reader=BOT, hold=True)
+    assert engine.get_context(giulia, QUERY, reader=BOT, hold=True) is first == held
+    assert held.receipt is None
     # A block kept by a read without a reader serves a reader with a mark of each of its
     # facts; one without (another person's facts) is made, handed over, then reused.
     office = engine.get_context(giulia, "office")
@@ -393,3 +397,20 @@ def test_a_reader_s_steady_read_on_the_database_s_own_clock(db_url: str, giulia:
         first = engine.get_context(giulia, QUERY, reader=BOT)
         assert reused_by_reader(engine, giulia)
         assert engine.get_context(giulia, QUERY, reader=BOT) is first
+
+
+def test_a_held_read_with_a_change_to_tell_is_made_and_holds_it(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, QUERY, reader=BOT, hold=True)
+    assert engine.get_context(giulia, QUERY, reader=BOT, hold=True).receipt is None  # kept
+    engine.correct(giulia, "home-city", "Giulia lives in Milan")
+    held = engine.get_context(giulia, QUERY, reader=BOT, hold=True)
+    assert [c.was.content for c in held.changed] == ["Giulia lives in Rome"]
+    assert held.receipt is not None
+    again = engine.get_context(giulia, QUERY, reader=BOT, hold=True)  # held: not told again
+    assert again.changed == () and again.receipt is None
+    assert engine.acknowledge(held.receipt) == 1
+    engine.get_context(giulia, QUERY, reader=BOT, hold=True)
+    assert reused_by_reader(engine, giulia)

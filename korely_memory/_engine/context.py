@@ -164,7 +164,9 @@ class ContextMethods(EngineCore):
         whole = _read_path.settle(block, gathered, claimed, redraw)
         if conversation is not None:
             return self._noted(request, whole, conversation, anchor, seqs, gathered)
-        if steady and not (whole.changed or whole.gave_way or gathered.pending.changes):
+        if steady and not (
+            whole.changed or whole.gave_way or whole.receipt or gathered.pending.changes
+        ):
             # Nothing told, nothing waiting: the block a read without a reader would make.
             page = _candidates.page_size(request.budget, self._tokens)
             self._blocks.keep(request, page, gathered, whole)
