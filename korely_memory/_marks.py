@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
 from . import _database, _expiry
@@ -130,18 +132,32 @@ def unsettled() -> sa.Exists:
     )
 
 
-def marked_columns() -> list[sa.ScalarSelect[Any]]:
+def marked_columns(dialect: str) -> list[sa.ScalarSelect[Any]]:
     """How many of the versions ``ids`` ``reader`` has a mark of, and the oldest last read of
-    those: two columns of another statement."""
+    those: two columns of another statement. The ids are one parameter (``ids_param``), so
+    that a block of hundreds of facts sends one statement, planned once."""
+    if dialect == "postgresql":
+        listed = marks.c.fact_id == sa.any_(sa.bindparam("ids", type_=ARRAY(sa.BigInteger)))
+    else:
+        listed = marks.c.fact_id.in_(
+            sa.select(sa.literal_column("value")).select_from(
+                sa.func.json_each(sa.bindparam("ids", type_=sa.String))
+            )
+        )
     of_them = (
         marks.c.account == sa.bindparam("account"),
         marks.c.reader == sa.bindparam("reader"),
-        marks.c.fact_id.in_(sa.bindparam("ids", expanding=True)),
+        listed,
     )
     return [
         sa.select(sa.func.count()).select_from(marks).where(*of_them).scalar_subquery(),
         sa.select(sa.func.min(marks.c.last_read_at)).where(*of_them).scalar_subquery(),
     ]
+
+
+def ids_param(dialect: str, ids: Sequence[int]) -> Any:
+    """``ids`` as ``marked_columns`` binds them: an array, or a JSON list (SQLite)."""
+    return list(ids) if dialect == "postgresql" else json.dumps(list(ids))
 
 
 # -- writing marks (in a short transaction of their own, or in a writer's) -------------

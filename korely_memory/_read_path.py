@@ -430,7 +430,7 @@ class BlockCache:
                 **_word_index.version_params(who.account, who.agent, _versions.owner_key(who.user)),
                 "reader": request.reader,
                 "subjects": sorted({who.user or "", ""}),
-                "ids": [f.id for f in block.facts],
+                "ids": _marks.ids_param(conn.dialect.name, [f.id for f in block.facts]),
             },
         ).one()
         if _word_index.versions_of_columns(row[:4]) != versions or row[4]:
@@ -464,7 +464,7 @@ def _steady_statement(dialect: str, server_clock: bool) -> sa.Select[Any]:
     columns: list[Any] = [
         *_word_index.version_columns(),
         _marks.unsettled(),
-        *_marks.marked_columns(),
+        *_marks.marked_columns(dialect),
     ]
     if server_clock:
         columns.append(sa.func.clock_timestamp())
