@@ -493,10 +493,11 @@ class Matching:
 
 
 def best_matching(
-    conn: Connection, who: Identity, terms: list[str], now: dt.datetime, limit: int
+    conn: Connection, who: Identity, terms: list[str], now: dt.datetime | None, limit: int
 ) -> Matching:
     """The ``limit`` true facts at ``now`` that ``who`` sees with the best BM25 score for
-    ``terms``, with their scores, best first, newest first among equals.
+    ``terms``, with their scores, best first, newest first among equals (``now`` None, on
+    PostgreSQL only: the server's clock, read by the statement).
 
     The scores are those of BM25 over every such fact (``_bm25.Lexical``: idf and average
     length over all of them), summed by the database over the word index: it reads the postings
@@ -527,6 +528,8 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
     # One IN list per number of words: faster on PostgreSQL than one array (= ANY), whose plan
     # cannot count the words.
     said = fact_terms.c.term.in_(sa.bindparam("terms", expanding=True))
+    # ``now`` None on PostgreSQL: the statement reads the server's clock (no round trip).
+    server = dialect == "postgresql"
 
     def number(value: float) -> Any:
         return sa.literal(value, sa.Float)
@@ -546,7 +549,7 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
                 fact_terms.c.agent == agent,
                 fact_terms.c.space == space,
                 said,
-                _live(facts, False),
+                _live(facts, server),
                 *where,
             )
         )
@@ -554,7 +557,7 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
     # The postings of the query's words among the facts the identity sees (only true facts have
     # postings): its own, and the account's that no own fact shadows.
     hits = sa.union_all(
-        hits_in(owner), hits_in(sa.bindparam("account_space"), ~_shadowed(facts, False))
+        hits_in(owner), hits_in(sa.bindparam("account_space"), ~_shadowed(facts, server))
     ).cte("hits")
     # How many facts it sees, and their words: the kept counts, less its facts that expired
     # and no write ended yet, plus the account's it sees.
@@ -565,9 +568,9 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
         words = sa.func.coalesce(sa.func.sum(table.c.words), 0)
         return [sa.func.count().label("n"), words.label("w")]
 
-    expired = sa.select(*counted(gone)).where(*_expired_own(gone, False)).cte("expired")
+    expired = sa.select(*counted(gone)).where(*_expired_own(gone, server)).cte("expired")
     account_facts = (
-        sa.select(*counted(shared)).where(*_seen_account_fact(shared, False)).cte("account_facts")
+        sa.select(*counted(shared)).where(*_seen_account_fact(shared, server)).cte("account_facts")
     )
     n = _kept(fact_counts.c.n) - expired.c.n + account_facts.c.n
     length = _kept(fact_counts.c.words) - expired.c.w + account_facts.c.w

@@ -22,7 +22,7 @@ from korely_memory._schema import fact_terms, memory_terms
 from korely_memory._words import Words, fact_text
 from korely_memory.tools import RECALL
 
-from .helpers import Clock
+from .helpers import Clock, statements
 
 HOUR = dt.timedelta(hours=1)
 
@@ -323,3 +323,24 @@ def test_facts_indexed_once_score_every_query_as_scored_together() -> None:
     for query in queries:
         assert indexed.scores(query) == lexical.scores(query, docs), query
     assert Indexed(lexical, []).scores("Rome") == []
+
+
+def test_search_by_words_sends_one_statement_for_a_person_with_no_memory(
+    db_url: str, giulia: Identity
+) -> None:
+    """On the database's own clock too: the statement reads it (PostgreSQL), no round trip of
+    its own, and no transaction around it."""
+    with MemoryEngine(db_url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        engine.remember(
+            giulia,
+            "trip",
+            "Giulia was in Paris",
+            valid_from=dt.date(2020, 1, 1),
+            valid_until=dt.date(2020, 1, 2),
+        )
+        engine.search(giulia, "Rome")
+        with statements(engine.db) as sent:
+            found = engine.search(giulia, "Where does Giulia live? Paris or Rome?")
+        assert [f.key for f in found.facts] == ["home-city"]  # the trip expired long ago
+        assert len(sent) == 1

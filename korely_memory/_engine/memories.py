@@ -127,7 +127,7 @@ class MemoryMethods(EngineCore):
                 facts_found = self._ranking.matching_facts(text, true_now, conn)
                 return facts_found, self._ranking.memories(text, _memories.recent(conn, who), conn)
             terms = self._words.distinct(text)
-            best = _candidates.best_matching(conn, who, terms, self._now(conn), top)
+            best = _candidates.best_matching(conn, who, terms, self._now_or_server(conn), top)
             facts_found = [fact for fact, _ in best.facts]
             if best.has_memories is False:
                 return facts_found, []
@@ -135,7 +135,10 @@ class MemoryMethods(EngineCore):
             found = _memories.whole(conn, ids)
             return facts_found, [found[i] for i in ids if i in found]
 
-        facts_found, kept = self._read(read)
+        # Words only: one statement for the facts (and, for a person who keeps memories, those
+        # of the memories), each of what is committed when it runs, as a block's; with
+        # embeddings, every fact and memory from one snapshot.
+        facts_found, kept = self._read(read, snapshot=self._ranking.reads_every_fact)
         self._keep_vectors()
         return SearchResult(tuple(facts_found[:top]), tuple(kept[:top]))
 
