@@ -46,12 +46,16 @@ class TextCache(Generic[K, V]):
     def __contains__(self, key: object) -> bool:
         return key in self._items
 
-    def put(self, key: K, value: V) -> V:
-        """Keep ``value`` for ``key`` unless it alone would take more than a tenth of the cache."""
+    def put(self, key: K, value: V, since: int | None = None) -> V:
+        """Keep ``value`` for ``key`` unless it alone would take more than a tenth of the cache,
+        or (``since``: the ``generation`` taken before it was read) the caches were emptied
+        since."""
         size = self._size(key, value) + _ENTRY
         if size * 10 > self.max_bytes:
             return value
         with self._lock:
+            if since is not None and since != _FORGOTTEN[0]:
+                return value
             old = self._items.pop(key, None)
             if old is not None:
                 self._bytes -= old[1]
@@ -97,8 +101,18 @@ def cached(max_bytes: int) -> Callable[[Callable[[str], V]], Callable[[str], V]]
     return wrap
 
 
+_FORGOTTEN = [0]  # how many times this process emptied its caches
+
+
+def generation() -> int:
+    """How many times the caches were emptied: taken before a read, and given to ``put`` with
+    what it read, so that nothing read before an erasure is kept after it."""
+    return _FORGOTTEN[0]
+
+
 def forget_all() -> None:
     """Empty every cache of stored text in this process (after an erasure)."""
+    _FORGOTTEN[0] += 1  # first: a put that checks after this keeps nothing
     for cache in list(_ALL):
         cache.clear()
 

@@ -39,7 +39,7 @@ from . import (
     _versions,
     _word_index,
 )
-from ._cache import TextCache
+from ._cache import TextCache, generation
 from ._errors import InvalidRequest
 from ._identity import Identity
 from ._ranking import IndexedFacts, Ranking
@@ -380,6 +380,11 @@ class BlockCache:
         past, words only (embeddings read every fact)."""
         return request.reader is None and not request.of_the_past and not ranking.reads_every_fact
 
+    @staticmethod
+    def generation() -> int:
+        """What ``keep`` takes as ``since``: taken before the read it keeps."""
+        return generation()
+
     def holds(self, request: ReadRequest, page: int | None = None) -> bool:
         """Whether something is kept for ``request``: its block, or (with ``page``) the facts
         of its identity."""
@@ -442,19 +447,20 @@ class BlockCache:
         return block
 
     def keep(
-        self, request: ReadRequest, page: int, gathered: Gathered, block: ContextBlock
+        self, request: ReadRequest, page: int, gathered: Gathered, block: ContextBlock, since: int
     ) -> None:
         """Keep ``block``, made from ``gathered``, and the facts it was chosen from when they are
         all the identity sees. Its versions were read with its facts, before its memories: a
-        write after them changes them, so the next read makes it again."""
+        write after them changes them, so the next read makes it again. ``since``: the caches'
+        ``generation`` taken before the read; an erasure since then keeps nothing of it."""
         chosen = gathered.chosen
         if chosen is None or chosen.versions is None:
             return
-        self._blocks.put(_key_of(request), (chosen.versions, block))
+        self._blocks.put(_key_of(request), (chosen.versions, block), since)
         key = _facts_key(request, page)
         kept = self._facts.get(key)
         if chosen.complete and (kept is None or kept.chosen is not chosen):
-            self._facts.put(key, KeptFacts(chosen))
+            self._facts.put(key, KeptFacts(chosen), since)
 
 
 @functools.cache

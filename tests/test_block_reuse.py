@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from korely_memory import Identity, MemoryEngine, Scope, _memories
+from korely_memory import Identity, MemoryEngine, Scope, _memories, _read_path
 
 from .helpers import Clock, statements
 from .processes import PROCESSES
@@ -414,3 +414,25 @@ def test_a_held_read_with_a_change_to_tell_is_made_and_holds_it(
     assert engine.acknowledge(held.receipt) == 1
     engine.get_context(giulia, QUERY, reader=BOT, hold=True)
     assert reused_by_reader(engine, giulia)
+
+
+@pytest.mark.parametrize("reader", [BOT, None])
+def test_an_erasure_while_a_block_is_made_keeps_nothing_of_it(
+    engine: MemoryEngine, giulia: Identity, monkeypatch: pytest.MonkeyPatch, reader: str | None
+) -> None:
+    """The person is erased (by another thread) after a read took their facts and before it
+    kept its block: the erasure emptied the caches, and the read keeps nothing it read before."""
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    if reader is not None:  # the reader's marks are written: its next read is steady
+        engine.get_context(giulia, QUERY, reader=reader)
+        engine._blocks = _read_path.BlockCache()
+    keep = _read_path.BlockCache.keep
+
+    def erased_first(*args: object, **kwargs: object) -> None:
+        engine.erase_user("acme", "giulia")
+        keep(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_read_path.BlockCache, "keep", erased_first)
+    assert "Rome" in engine.get_context(giulia, QUERY, reader=reader).text  # read before
+    monkeypatch.undo()
+    assert not engine._blocks._blocks._items and not engine._blocks._facts._items

@@ -134,6 +134,7 @@ class ContextMethods(EngineCore):
 
         # A read that marks, or of the past, takes several statements from one snapshot; the
         # common read is one statement (two or three with memories) and needs no transaction.
+        since = self._blocks.generation()
         gathered, block, last, now = self._read(
             read, snapshot=request.marking or request.of_the_past
         )
@@ -169,7 +170,7 @@ class ContextMethods(EngineCore):
         ):
             # Nothing told, nothing waiting: the block a read without a reader would make.
             page = _candidates.page_size(request.budget, self._tokens)
-            self._blocks.keep(request, page, gathered, whole)
+            self._blocks.keep(request, page, gathered, whole, since)
         return whole
 
     def notes(self, who: Identity, conversation: str) -> list[Note]:
@@ -295,9 +296,10 @@ class ContextMethods(EngineCore):
                     return kept, None
                 return self._made(conn, request, kept)
 
+            since = self._blocks.generation()
             block, gathered = self._read(read)
             if block is not None and gathered is not None:
-                self._blocks.keep(request, page, gathered, block)
+                self._blocks.keep(request, page, gathered, block, since)
             return block
         if self._blocks.reusable_for_reader(request, self._ranking) and self._blocks.holds(request):
             clock = self._read_clock()
@@ -320,7 +322,8 @@ class ContextMethods(EngineCore):
 
     def _block_without_reader(self, request: _read_path.ReadRequest) -> ContextBlock:
         """A read without a reader, made from the database, and kept."""
+        since = self._blocks.generation()
         block, gathered = self._read(lambda conn: self._made(conn, request))
         page = _candidates.page_size(request.budget, self._tokens)
-        self._blocks.keep(request, page, gathered, block)
+        self._blocks.keep(request, page, gathered, block, since)
         return block
