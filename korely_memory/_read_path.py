@@ -39,7 +39,7 @@ from . import (
     _versions,
     _word_index,
 )
-from ._cache import TextCache, generation
+from ._cache import TextCache
 from ._errors import InvalidRequest
 from ._identity import Identity
 from ._ranking import IndexedFacts, Ranking
@@ -380,11 +380,6 @@ class BlockCache:
         past, words only (embeddings read every fact)."""
         return request.reader is None and not request.of_the_past and not ranking.reads_every_fact
 
-    @staticmethod
-    def generation() -> int:
-        """What ``keep`` takes as ``since``: taken before the read it keeps."""
-        return generation()
-
     def holds(self, request: ReadRequest, page: int | None = None) -> bool:
         """Whether something is kept for ``request``: its block, or (with ``page``) the facts
         of its identity."""
@@ -452,7 +447,7 @@ class BlockCache:
         """Keep ``block``, made from ``gathered``, and the facts it was chosen from when they are
         all the identity sees. Its versions were read with its facts, before its memories: a
         write after them changes them, so the next read makes it again. ``since``: the caches'
-        ``generation`` taken before the read; an erasure since then keeps nothing of it."""
+        ``_cache.generation()`` taken before the read; an erasure since then keeps nothing of it."""
         chosen = gathered.chosen
         if chosen is None or chosen.versions is None:
             return

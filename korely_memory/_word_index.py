@@ -264,18 +264,13 @@ def new_version() -> int:
 
 
 Versions = tuple[int | None, int | None]
-_VERSIONS = sa.select(fact_counts.c.owner_key, fact_counts.c.version, fact_counts.c.expiring).where(
-    fact_counts.c.account == sa.bindparam("account"),
-    fact_counts.c.agent == sa.bindparam("agent"),
-    fact_counts.c.owner_key.in_([sa.bindparam("owner"), sa.bindparam("shared")]),
-)
 
 
 def versions(conn: Connection, account: str, agent: str, owner_key: str) -> Versions | None:
     """The versions of an identity's blocks (its namespace's and its account's), or None when
     a block of it could change with the clock alone (a true fact that expires)."""
-    rows = conn.execute(_VERSIONS, version_params(account, agent, owner_key)).all()
-    return versions_from({key: (version, expiring) for key, version, expiring in rows}, owner_key)
+    row = conn.execute(_VERSIONS, version_params(account, agent, owner_key)).one()
+    return versions_of_columns(tuple(row))
 
 
 def version_params(account: str, agent: str, owner_key: str) -> dict[str, str]:
@@ -303,6 +298,9 @@ def version_columns() -> list[sa.ScalarSelect[int]]:
         for owner in ("owner", "shared")
         for column in (fact_counts.c.version, fact_counts.c.expiring)
     ]
+
+
+_VERSIONS = sa.select(*version_columns())
 
 
 def versions_of_columns(values: Sequence[int | None]) -> Versions | None:

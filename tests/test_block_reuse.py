@@ -112,6 +112,17 @@ WRITES: dict[str, Callable[[MemoryEngine, Identity], object]] = {
 EXPORTED: list[dict[str, object]] = []
 
 
+def before_writing(engine: MemoryEngine, giulia: Identity, write: str) -> None:
+    """What each of ``WRITES`` changes: a fact, a proposal, a memory; for an import, the person
+    erased, to be restored from their export."""
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.remember(giulia, "hours", "Acme opens at eight", scope=Scope.ACCOUNT)  # a proposal
+    engine.add_memory(giulia, "Giulia asked about the office hours")
+    if write == "import":
+        EXPORTED[:] = [engine.export_user("acme", "giulia").to_dict()]
+        engine.erase_user("acme", "giulia")
+
+
 def write_elsewhere(url: str, write: str, who: Identity, exported: list[dict[str, object]]) -> None:
     """``write``, from a process of its own (whose caches are not this one's)."""
     EXPORTED[:] = exported
@@ -124,12 +135,7 @@ def write_elsewhere(url: str, write: str, who: Identity, exported: list[dict[str
 def test_every_write_to_what_a_block_shows_is_read_next(
     engine: MemoryEngine, giulia: Identity, write: str, where: str
 ) -> None:
-    engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    engine.remember(giulia, "hours", "Acme opens at eight", scope=Scope.ACCOUNT)  # a proposal
-    engine.add_memory(giulia, "Giulia asked about the office hours")
-    if write == "import":  # the person erased, then restored from their export
-        EXPORTED[:] = [engine.export_user("acme", "giulia").to_dict()]
-        engine.erase_user("acme", "giulia")
+    before_writing(engine, giulia, write)
     before = engine.get_context(giulia, QUERY)
     assert engine.get_context(giulia, QUERY) is before  # reused
     if where == "another process":
@@ -260,11 +266,13 @@ HOUR = dt.timedelta(hours=1)
 BOT = "bot"
 
 
-def reused_by_reader(engine: MemoryEngine, who: Identity, query: str | None = QUERY) -> bool:
+def reused_by_reader(
+    engine: MemoryEngine, who: Identity, query: str | None = QUERY, token_budget: int = 800
+) -> bool:
     """Whether a read under ``BOT`` handed back a kept block: one statement, which reads
     neither the facts nor the reader's pending marks' facts, and writes nothing."""
     with statements(engine.db) as sent:
-        engine.get_context(who, query, reader=BOT)
+        engine.get_context(who, query, reader=BOT, token_budget=token_budget)
     return len(sent) == 1 and "korely_facts" not in sent[0]
 
 
@@ -305,12 +313,7 @@ TOLD = {"correct": "Giulia lives in Milan", "forget": "no longer true", "erase":
 def test_every_write_ends_a_reader_s_reuse_and_its_change_is_told_once(
     engine: MemoryEngine, giulia: Identity, write: str, where: str
 ) -> None:
-    engine.remember(giulia, "home-city", "Giulia lives in Rome")
-    engine.remember(giulia, "hours", "Acme opens at eight", scope=Scope.ACCOUNT)  # a proposal
-    engine.add_memory(giulia, "Giulia asked about the office hours")
-    if write == "import":
-        EXPORTED[:] = [engine.export_user("acme", "giulia").to_dict()]
-        engine.erase_user("acme", "giulia")
+    before_writing(engine, giulia, write)
     before = engine.get_context(giulia, QUERY, reader=BOT)
     assert reused_by_reader(engine, giulia)
     if where == "another process":
@@ -436,3 +439,52 @@ def test_an_erasure_while_a_block_is_made_keeps_nothing_of_it(
     assert "Rome" in engine.get_context(giulia, QUERY, reader=reader).text  # read before
     monkeypatch.undo()
     assert not engine._blocks._blocks._items and not engine._blocks._facts._items
+
+
+def test_a_correction_while_a_reader_s_marks_are_written_is_told_next(
+    engine: MemoryEngine, giulia: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another engine corrects a fact after a reader's read took it from its snapshot and
+    before the read wrote its marks and kept its block: the kept block carries the versions of
+    the snapshot, so the next read is made again and tells the change, once."""
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    write_marks = type(engine)._write_marks
+    corrected: list[bool] = []
+
+    def corrected_first(self: MemoryEngine, *args: object, **kwargs: object) -> object:
+        if not corrected:
+            corrected.append(True)
+            with MemoryEngine(engine.url, clock=Clock(NOON)) as other:
+                other.correct(giulia, "home-city", "Giulia lives in Milan")
+        return write_marks(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(engine), "_write_marks", corrected_first)
+    first = engine.get_context(giulia, QUERY, reader=BOT)
+    monkeypatch.undo()
+    assert corrected and "Rome" in first.text
+    told = engine.get_context(giulia, QUERY, reader=BOT)
+    assert [(c.was.content, c.now and c.now.content) for c in told.changed] == [
+        ("Giulia lives in Rome", "Giulia lives in Milan")
+    ]
+    steady = engine.get_context(giulia, QUERY, reader=BOT)
+    assert steady.changed == () and "Milan" in steady.text
+    assert reused_by_reader(engine, giulia)
+
+
+def test_a_reader_s_steady_read_of_300_facts_shows_150_and_is_one_statement(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    for i in range(300):
+        engine.remember(giulia, f"contact-{i}", f"Giulia's contact {i} lives in city {i % 17}")
+    first = engine.get_context(giulia, "city 3", reader=BOT, token_budget=4000)
+    assert len(first.facts) > 100 and first.omitted
+    assert reused_by_reader(engine, giulia, "city 3", token_budget=4000)
+    with MemoryEngine(engine.url, clock=Clock(NOON)) as fresh:
+        assert fresh.get_context(giulia, "city 3", reader=BOT, token_budget=4000) == first
+    # Another engine deletes the reader's marks, then marks a few of the facts again: the read
+    # is made, and hands the rest over again.
+    with MemoryEngine(engine.url, clock=Clock(NOON)) as other:
+        other.delete_reader("acme", BOT)
+        other.get_context(giulia, "contact 7", reader=BOT, token_budget=100)
+    assert not reused_by_reader(engine, giulia, "city 3", token_budget=4000)
+    assert reused_by_reader(engine, giulia, "city 3", token_budget=4000)

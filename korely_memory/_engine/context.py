@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 
 from sqlalchemy.engine import Connection
 
-from .. import _candidates, _marks, _notes, _read_path, _render, _validation
+from .. import _cache, _candidates, _marks, _notes, _read_path, _render, _validation
 from .._errors import InvalidRequest
 from .._identity import Identity
 from .._types import Change, ContextBlock, Fact, Note
@@ -134,7 +134,7 @@ class ContextMethods(EngineCore):
 
         # A read that marks, or of the past, takes several statements from one snapshot; the
         # common read is one statement (two or three with memories) and needs no transaction.
-        since = self._blocks.generation()
+        since = _cache.generation()
         gathered, block, last, now = self._read(
             read, snapshot=request.marking or request.of_the_past
         )
@@ -296,7 +296,7 @@ class ContextMethods(EngineCore):
                     return kept, None
                 return self._made(conn, request, kept)
 
-            since = self._blocks.generation()
+            since = _cache.generation()
             block, gathered = self._read(read)
             if block is not None and gathered is not None:
                 self._blocks.keep(request, page, gathered, block, since)
@@ -322,7 +322,7 @@ class ContextMethods(EngineCore):
 
     def _block_without_reader(self, request: _read_path.ReadRequest) -> ContextBlock:
         """A read without a reader, made from the database, and kept."""
-        since = self._blocks.generation()
+        since = _cache.generation()
         block, gathered = self._read(lambda conn: self._made(conn, request))
         page = _candidates.page_size(request.budget, self._tokens)
         self._blocks.keep(request, page, gathered, block, since)
