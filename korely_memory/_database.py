@@ -23,6 +23,7 @@ import importlib.util
 import math
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -34,7 +35,13 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+)
 from sqlalchemy.pool import StaticPool
 
 from ._errors import InvalidRequest
@@ -42,6 +49,19 @@ from ._errors import InvalidRequest
 R = TypeVar("R")
 
 DEFAULT_URL = "sqlite:///korely-memory.db"
+POSTGRES_MIN = (12,)
+"""The oldest PostgreSQL the engine runs on: searches read through ``WITH ... AS MATERIALIZED``."""
+# The one driver of each database the engine is written for, what it is, and a URL that opens it.
+# A PostgreSQL connection is set up with psycopg 3's own calls (its ``execute``, its
+# ``prepare_threshold``); any other dialect would be taken for SQLite.
+_DRIVERS = {
+    "sqlite": ("pysqlite", "SQLite", "Python's sqlite3", "sqlite:///path/to/memory.db"),
+    "postgresql": ("psycopg", "PostgreSQL", "psycopg 3", "postgresql://..."),
+}
+_SUPPORTED = (
+    "the engine runs on SQLite (sqlite:///path/to/memory.db) "
+    f"and PostgreSQL {POSTGRES_MIN[0]} or later (postgresql://...)"
+)
 WRITE_WAIT = 5.0  # seconds a writer waits for another writer's lock
 _WRITE = "korely_write"
 _WAIT = "korely_wait"  # seconds a transaction may wait for a lock before giving way
@@ -68,8 +88,8 @@ def resolve_url(url: str | URL | None) -> URL:
     In a SQLite URL a leading ``~`` is the home folder, as a shell would read it.
 
     Raises:
-        InvalidRequest: It is not a database URL (the message does not repeat a URL
-            that may hold a password).
+        InvalidRequest: It is not a database URL, or not one of a database and driver the
+            engine runs on (the message does not repeat a URL that may hold a password).
     """
     if url is None:
         url = os.environ.get("KORELY_DATABASE_URL") or DEFAULT_URL
@@ -82,10 +102,82 @@ def resolve_url(url: str | URL | None) -> URL:
         ) from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
+    _check_supported(parsed)
     path = parsed.database
     if parsed.get_backend_name() == "sqlite" and path and path.startswith("~"):
         parsed = parsed.set(database=os.path.expanduser(path))
     return parsed
+
+
+def _check_supported(url: URL) -> None:
+    """Refuse a database or a driver the engine is not written for, before anything is opened or
+    imported: another dialect would be taken for SQLite (its statements, no lock between
+    writers), and an asyncio driver cannot run the engine's synchronous calls.
+
+    Raises:
+        InvalidRequest: The URL names another database, or another driver of SQLite or
+            PostgreSQL; the message names that database or driver, never the URL itself.
+    """
+    backend = url.get_backend_name()
+    if backend not in _DRIVERS:
+        raise InvalidRequest("url", f"{backend} databases are not supported: {_SUPPORTED}")
+    driver = url.get_driver_name()
+    wanted, name, uses, form = _DRIVERS[backend]
+    if driver == wanted:
+        return
+    refused = (
+        f"the {driver} driver is for asyncio, and the engine is synchronous (its async methods, "
+        "such as aremember, run it in a worker thread)"
+        if _is_async(url)
+        else f"the {driver} driver is not supported"
+    )
+    raise InvalidRequest("url", f"{refused}: {name} is opened with {uses} ({form})")
+
+
+def _is_async(url: URL) -> bool:
+    """Whether SQLAlchemy's dialect for ``url`` is one for asyncio (its driver is not imported)."""
+    try:
+        return bool(url.get_dialect().is_async)
+    except NoSuchModuleError:  # a driver SQLAlchemy does not know
+        return False
+
+
+def check_server(engine: Engine) -> None:
+    """Refuse a server the engine cannot run on, before anything is written: a PostgreSQL older
+    than ``POSTGRES_MIN``, or a server that speaks PostgreSQL's protocol but is not PostgreSQL
+    (CockroachDB's ``version()`` names CockroachDB). SQLite needs nothing.
+
+    SQLAlchemy reads the server's version when the engine first connects: this connects once,
+    sending nothing of its own, and the connection goes back to the pool for what follows. The
+    caller disposes of the engine when it is refused.
+
+    Raises:
+        InvalidRequest: The server is too old or not PostgreSQL; the message names its version.
+    """
+    if engine.dialect.name != "postgresql":
+        return
+    try:
+        with engine.connect():
+            pass
+    except AssertionError as error:  # SQLAlchemy's: version() names no PostgreSQL version
+        said = _NO_VERSION.match(str(error))
+        if said is None:
+            raise
+        raise InvalidRequest(
+            "url", f"the server is not PostgreSQL (its version() is {said[1]!r}): {_SUPPORTED}"
+        ) from None
+    found = engine.dialect.server_version_info or ()
+    if found < POSTGRES_MIN:
+        raise InvalidRequest(
+            "url",
+            f"the server is PostgreSQL {'.'.join(map(str, found))}, older than "
+            f"{POSTGRES_MIN[0]}: {_SUPPORTED}",
+        )
+
+
+# What SQLAlchemy's PostgreSQL dialect raises at the first connection when ``version()`` says no
+# PostgreSQL version, with what it says.
+_NO_VERSION = re.compile(r"Could not determine version from string '(.*)'\Z", re.DOTALL)
 
 
 def is_memory_sqlite(url: URL) -> bool:

@@ -149,7 +149,7 @@ def database_url(settings: Settings, *, may_create: bool = False) -> URL:
     refusing a SQLite file that is not there (a typo would make a new one).
 
     Raises:
-        InvalidRequest: The URL is empty.
+        InvalidRequest: The URL is empty, or not one the engine runs on (``resolve_url``).
         NotFound: The SQLite file does not exist and ``may_create`` is False.
     """
     if settings.url == "":
@@ -195,11 +195,13 @@ def open_engine(ctx: click.Context) -> MemoryEngine:
     (``korely db upgrade`` does).
 
     Raises:
+        InvalidRequest: The server is one the engine does not run on (``check_server``).
         NotFound: The database holds none of the memory's tables (a wrong database or schema).
     """
     url = database_url(ctx.find_object(Settings) or Settings())
     probe = _read_only(url) or _database.create(url)
     try:
+        _database.check_server(probe)
         with probe.connect() as conn:
             empty = _migrations.state(conn) == _migrations.EMPTY
     finally:
@@ -215,10 +217,15 @@ def open_database(
     ctx: click.Context, *, may_create: bool = False, read_only: bool = False
 ) -> Engine:
     """A SQLAlchemy engine on the database, without the memory's start-up check; with
-    ``read_only``, a SQLite file is left byte for byte as it was."""
+    ``read_only``, a SQLite file is left byte for byte as it was.
+
+    Raises:
+        InvalidRequest: The server is one the engine does not run on (``check_server``).
+    """
     url = database_url(ctx.find_object(Settings) or Settings(), may_create=may_create)
     db = (_read_only(url) if read_only else None) or _database.create(url)
-    ctx.call_on_close(db.dispose)
+    ctx.call_on_close(db.dispose)  # refused too: disposed when the command ends
+    _database.check_server(db)
     return db
 
 

@@ -110,7 +110,9 @@ class MemoryEngine(
 
     Raises:
         InvalidRequest: An argument breaks its rule (``url`` not a database
-            URL, ``write_wait`` not a positive number of seconds, a ``language``
+            URL, or one of a database, driver or server the engine does not run
+            on: SQLite through Python's sqlite3, PostgreSQL 12 or later through
+            psycopg 3; ``write_wait`` not a positive number of seconds, a ``language``
             the engine does not know or that differs from the database's,
             something not callable where a callable goes, an ``embed`` that is none
             of the embedders the engine takes); ``field`` names it.
@@ -179,6 +181,7 @@ class MemoryEngine(
             else contextlib.nullcontext()
         )
         try:
+            _database.check_server(self.db)  # before the schema is made or anything written
             upgrading = (
                 _migrations.auto_upgrade_default(self.url)
                 if auto_upgrade is None
