@@ -5,7 +5,9 @@ opens.
 
 PostgreSQL is the one at ``$KORELY_TEST_POSTGRES_URL`` (default: the local
 server, user postgres, database test). Without it, its tests skip, unless
-``KORELY_REQUIRE_POSTGRES=1`` (CI), where they fail.
+``KORELY_REQUIRE_POSTGRES=1`` (CI), where they fail. With ``KORELY_TEST_PARTITIONS=N``, its
+tables are hash-partitioned by account into N partitions (``korely db create --partitions N``),
+as a database distributed by account requires them to be.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
-from korely_memory import Identity, MemoryEngine
+from korely_memory import Identity, MemoryEngine, _database, _migrations
 from korely_memory._migrations import VERSION_TABLE
 from korely_memory._schema import Base
 
 POSTGRES_URL = os.environ.get(
     "KORELY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+PARTITIONS = int(os.environ.get("KORELY_TEST_PARTITIONS") or 0)
 BACKENDS = ["sqlite", "postgresql"]
 
 Connect = Callable[[socket.socket, Any], Any]
@@ -101,7 +104,10 @@ def _fresh_schema(*, new: bool = False) -> Iterator[str]:
     """
     require_postgres()
     with _admin().connect() as conn:
-        schema = _SPARE.pop() if _SPARE and not new else _new_schema(conn, tables=False)
+        if _SPARE and not new:
+            schema = _SPARE.pop()
+        else:  # the engine makes the tables, unless they are to be partitioned
+            schema = _new_schema(conn, tables=bool(PARTITIONS) and not new)
     try:
         yield _schema_url(schema)
     finally:
@@ -144,6 +150,11 @@ _USES: dict[str, int] = {}
 def _new_schema(conn: sa.Connection, *, tables: bool) -> str:
     schema = f"korely_t_{uuid.uuid4().hex[:12]}"
     conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    if tables and PARTITIONS:
+        made = _database.create(_database.resolve_url(_schema_url(schema)))
+        with _migrations.schema_transaction(made) as new:
+            _migrations.create_partitioned(new, PARTITIONS)
+        made.dispose()
     if tables:
         MemoryEngine(_schema_url(schema)).close()
     return schema

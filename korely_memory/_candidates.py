@@ -290,7 +290,8 @@ def _shadowed(table: Any, server_clock: bool) -> Any:
     nothing)."""
     own = facts.alias("own")
     return sa.exists().where(
-        own.c.account == table.c.account,
+        # The account as bound, not as the outer row's: each table of the statement names it.
+        own.c.account == sa.bindparam("account"),
         own.c.agent == table.c.agent,
         own.c.owner_key == sa.bindparam("owner"),
         own.c.key == table.c.key,
@@ -450,7 +451,9 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
                 ),
                 _live(facts, lateral),
                 # Driven by the few matching ids, never by a scan of the account's facts.
-                source=matching.join(facts, facts.c.id == matching.c.fact_id),
+                source=matching.join(
+                    facts, sa.and_(facts.c.account == account, facts.c.id == matching.c.fact_id)
+                ),
             )
         )
     # The versions of what its blocks show (its namespace's and its account's), read with them.
@@ -543,7 +546,12 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
                 facts.c.words,
                 facts.c.modified_at,
             )
-            .select_from(fact_terms.join(facts, facts.c.id == fact_terms.c.fact_id))
+            .select_from(
+                fact_terms.join(
+                    facts,
+                    sa.and_(facts.c.account == account, facts.c.id == fact_terms.c.fact_id),
+                )
+            )
             .where(
                 fact_terms.c.account == account,
                 fact_terms.c.agent == agent,
@@ -629,6 +637,8 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
     )
     return (
         sa.select(has_memories, top.c.score, *(facts.c[f] for f in _FIELDS))
-        .select_from(top.join(facts, facts.c.id == top.c.fact_id))
+        .select_from(
+            top.join(facts, sa.and_(facts.c.account == account, facts.c.id == top.c.fact_id))
+        )
         .order_by(top.c.score.desc(), top.c.at.desc(), top.c.fact_id.desc())
     )

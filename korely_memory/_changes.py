@@ -65,7 +65,7 @@ def resolve(
     out = PendingChanges(versions={f.id: f for f in ended})
     if not ended:
         return out
-    chain = _chains(conn, [f.id for f in ended], at)
+    chain = _chains(conn, who.account, [f.id for f in ended], at)
     current = _current_same_keys(conn, ended, at)
     by_end: dict[int, Change] = {}
     for was in ended:
@@ -116,18 +116,26 @@ def _told(cause: EndCause, subject: str, kinds: frozenset[str] | None) -> bool:
     return bool(subject) or cause in EXPLICIT
 
 
-def _chains(conn: Connection, start_ids: list[int], now: dt.datetime) -> dict[int, Fact]:
-    """Every version reachable from ``start_ids`` by ``replaced_by_id``, in one recursive query."""
+def _chains(
+    conn: Connection, account: str, start_ids: list[int], now: dt.datetime
+) -> dict[int, Fact]:
+    """Every version reachable from ``start_ids`` by ``replaced_by_id``, in one recursive query
+    (a version is replaced only by one of its account)."""
     step = (
         sa.select(facts.c.id, facts.c.replaced_by_id)
-        .where(facts.c.id.in_(start_ids))
+        .where(facts.c.account == account, facts.c.id.in_(start_ids))
         .cte(recursive=True)
     )
     nxt = facts.alias("nxt")
     step = step.union(
-        sa.select(nxt.c.id, nxt.c.replaced_by_id).where(nxt.c.id == step.c.replaced_by_id)
+        sa.select(nxt.c.id, nxt.c.replaced_by_id).where(
+            nxt.c.account == account, nxt.c.id == step.c.replaced_by_id
+        )
     )
-    rows = conn.execute(sa.select(facts).where(facts.c.id.in_(sa.select(step.c.id)))).all()
+    chained = sa.select(facts).where(
+        facts.c.account == account, facts.c.id.in_(sa.select(step.c.id))
+    )
+    rows = conn.execute(chained).all()
     return {r.id: _expiry.seen_at(Fact.from_row(r), now) for r in rows}
 
 

@@ -15,7 +15,7 @@ import secrets
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _items, _marks, _notes, _versions, _word_index
+from . import _items, _marks, _memories, _notes, _versions, _word_index
 from ._schema import account_row, admins, erasures, facts, memories, personal_row
 from ._types import ErasureReport, TrimReport
 from ._vectors import forget_vectors
@@ -35,27 +35,31 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
         memories.c.account == account, memories.c.owner_key == user
     )
 
-    versions = _versions.by_ids(conn, conn.execute(personal).scalars().all())
+    versions = _versions.by_ids(conn, account, conn.execute(personal).scalars().all())
     texts = [
         *(fact_text(f) for f in versions),
         *(f.content for f in versions),  # as a store's search embeds them
-        *conn.execute(sa.select(memories.c.content).where(memories.c.id.in_(their_memories)))
+        *conn.execute(
+            sa.select(memories.c.content).where(
+                memories.c.account == account, memories.c.id.in_(their_memories)
+            )
+        )
         .scalars()
         .all(),
     ]
-    forget_vectors(conn, texts)
+    forget_vectors(conn, account, texts)
     n_marks = _marks.delete_for_person(conn, account, user, personal)
     n_notes = _notes.erase(conn, account, user)
     n_items = _items.erase(conn, account, user)
     # Account facts may point into the versions about to go.
     conn.execute(
-        facts.update().where(facts.c.replaced_by_id.in_(personal)).values(replaced_by_id=None)
+        facts.update()
+        .where(facts.c.account == account, facts.c.replaced_by_id.in_(personal))
+        .values(replaced_by_id=None)
     )
     _word_index.erased(conn, account, user)
     n_facts = conn.execute(facts.delete().where(theirs, _PERSONAL)).rowcount
-    n_memories = conn.execute(
-        memories.delete().where(memories.c.id.in_(their_memories.scalar_subquery()))
-    ).rowcount
+    n_memories = _memories.delete(conn, account, their_memories)
     kept = conn.execute(
         facts.update().where(theirs, _ACCOUNT).values(owner=pseudonym, owner_key=pseudonym)
     ).rowcount

@@ -341,7 +341,9 @@ def restore(
             target = f.replaced_by_id
         if target is not None:
             conn.execute(
-                facts.update().where(facts.c.id == new_fact[f.id]).values(replaced_by_id=target)
+                facts.update()
+                .where(_versions.the_version(account, new_fact[f.id]))
+                .values(replaced_by_id=target)
             )
     _restore_marks(conn, export, new_fact, restored)
     if export.administrator and administrator:
@@ -366,7 +368,7 @@ def _name_again(
     theirs = {user} if pseudonym is None else {user, pseudonym}
     held: set[int] = set()
     for f in export.account_facts:
-        row = _versions.by_id(conn, f.id)
+        row = _versions.by_id(conn, export.account, f.id)
         same = (row.account, row.agent, row.key, row.recorded_at) if row else None
         if row is None or same != (f.account, f.agent, f.key, f.recorded_at):
             continue
@@ -382,7 +384,9 @@ def _name_again(
         if ended_theirs and row.replaced_by_id is None and (f.replaced_by_id or 0) in new_fact:
             values["replaced_by_id"] = new_fact[f.replaced_by_id or 0]
         if values:
-            conn.execute(facts.update().where(facts.c.id == f.id).values(values))
+            conn.execute(
+                facts.update().where(_versions.the_version(export.account, f.id)).values(values)
+            )
     return held
 
 
@@ -397,8 +401,8 @@ def _restore_marks(
         fact_id = new_fact.get(m.fact_id)
         fact = restored.get(fact_id or 0)
         if fact_id is None:  # a version the import did not write: only where the database has
-            fact = _versions.by_id(conn, m.fact_id)  # it, and only a read under their name
-            if fact is None or fact.account != export.account:
+            fact = _versions.by_id(conn, export.account, m.fact_id)  # it, and only a read
+            if fact is None:  # under their name
                 continue
             if m.reader != export.user:
                 continue

@@ -360,7 +360,8 @@ def _reads(postgres: bool) -> _Reads:
     joined, a table just filled and not analysed yet can get a plan that reads every fact for
     every item. SQLite's planner uses the index for the join."""
     same = (
-        facts.c.account == items.c.account,
+        # The account as bound, as the items': every table of the statement names it.
+        facts.c.account == sa.bindparam("account"),
         facts.c.agent == items.c.agent,
         facts.c.owner_key == items.c.owner_key,
         facts.c.key == items.c.fact_key,

@@ -57,8 +57,9 @@ class Hold:
 
 _PENDING = (
     sa.select(facts)
-    .join(marks, marks.c.fact_id == facts.c.id)
+    .join(marks, sa.and_(marks.c.fact_id == facts.c.id, marks.c.account == facts.c.account))
     .where(
+        facts.c.account == sa.bindparam("account"),
         marks.c.account == sa.bindparam("account"),
         marks.c.reader == sa.bindparam("reader"),
         marks.c.subject.in_(sa.bindparam("subjects", expanding=True)),
@@ -174,7 +175,7 @@ def _hand_over_statement(dialect: str) -> sa.Insert:
         sa.bindparam("last", type_=marks.c.last_read_at.type),
         # A version that ended is marked ended; one that expires, with its expiry to come.
         sa.func.coalesce(facts.c.ended_recorded_at, facts.c.valid_until),
-    ).where(facts.c.id == sa.bindparam("id"))
+    ).where(facts.c.account == sa.bindparam("account"), facts.c.id == sa.bindparam("id"))
     source = _database.lock_rows(source, dialect)
     insert: sa.Insert = _database.insert_ignoring_duplicates_for(dialect, marks)
     return insert.from_select(
@@ -263,25 +264,37 @@ def claim(
     return {r[0] for r in rows}
 
 
-def acknowledge(conn: Connection, token: str, fact_ids: Sequence[int], now: dt.datetime) -> int:
-    """Spend the marks a read held under ``token``; returns how many were still held by it."""
-    return _let_go(conn, token, fact_ids, told_at=now)
+@dataclass(frozen=True)
+class Receipt:
+    """What a held block's receipt says: the hold's token, the marks it showed, and their
+    account (None in a receipt made before receipts named it)."""
+
+    token: str
+    ids: list[int]
+    account: str | None
 
 
-def release(conn: Connection, token: str, fact_ids: Sequence[int]) -> int:
-    """Let go of the marks a read held under ``token``: the next read tells them again."""
-    return _let_go(conn, token, fact_ids)
+def acknowledge(conn: Connection, held: Receipt, now: dt.datetime) -> int:
+    """Spend the marks a read held; returns how many were still held by it."""
+    return _let_go(conn, held, told_at=now)
 
 
-def _let_go(conn: Connection, token: str, fact_ids: Sequence[int], **also: Any) -> int:
-    """End the hold ``token`` has on these marks (``also``: and set these columns)."""
-    if not fact_ids:
+def release(conn: Connection, held: Receipt) -> int:
+    """Let go of the marks a read held: the next read tells them again."""
+    return _let_go(conn, held)
+
+
+def _let_go(conn: Connection, held: Receipt, **also: Any) -> int:
+    """End the hold of ``held`` on its marks (``also``: and set these columns)."""
+    if not held.ids:
         return 0
+    of_account = [] if held.account is None else [marks.c.account == held.account]
     return conn.execute(
         marks.update()
         .where(
-            marks.c.hold_token == token,
-            marks.c.fact_id.in_(sorted(fact_ids)),
+            *of_account,
+            marks.c.hold_token == held.token,
+            marks.c.fact_id.in_(sorted(held.ids)),
             marks.c.told_at.is_(None),
         )
         .values(hold_token=None, held_until=None, **also)
@@ -290,11 +303,12 @@ def _let_go(conn: Connection, token: str, fact_ids: Sequence[int], **also: Any) 
 
 def versions_ended(
     conn: Connection,
+    account: str,
     fact_ids: Sequence[int],
     now: dt.datetime,
     writer: tuple[str, str] | None = None,
 ) -> None:
-    """These versions ended: every reader handed one has a change to be told.
+    """These versions of ``account`` ended: every reader handed one has a change to be told.
 
     ``writer`` (account, reader) is the reader that made the change: it is not
     told its own change.
@@ -305,14 +319,15 @@ def versions_ended(
     conn.execute(
         marks.update()
         .where(
+            marks.c.account == account,
             marks.c.fact_id.in_(ids),
             # An expiry still to come gives way to the end that came first.
             sa.or_(marks.c.ended_at.is_(None), marks.c.ended_at > now),
         )
         .values(ended_at=now)
     )
-    if writer is not None:
-        account, reader = writer
+    if writer is not None and writer[0] == account:
+        reader = writer[1]
         conn.execute(
             marks.update()
             .where(

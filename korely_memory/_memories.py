@@ -127,28 +127,62 @@ def _index(conn: Connection, who: Identity, memory_id: int, counts: Counter[str]
     _word_index.touch(conn, [(who.account, who.agent, _versions.owner_key(who.user))])
 
 
-def _unanswer(conn: Connection, going: Sequence[int], words: Words) -> None:
+def _unanswer(conn: Connection, account: str, going: Sequence[int], words: Words) -> None:
     """Before memories go: those that answer one of them, and stay, answer nothing any more,
     their index rebuilt from their own words.
 
     The memories going are held first (PostgreSQL: ``FOR UPDATE``), which waits for a
     writer keeping an answer to one of them: that answer is then found and rebuilt.
     """
-    held = sa.select(memories.c.id).where(memories.c.id.in_(going)).order_by(memories.c.id)
-    conn.execute(_database.lock_rows(held, conn.dialect.name, exclusive=True)).all()
+    of_account = memories.c.account == account
+    held = sa.select(memories.c.id).where(of_account, memories.c.id.in_(going))
+    held = _database.lock_rows(held.order_by(memories.c.id), conn.dialect.name, exclusive=True)
+    conn.execute(held).all()
     answers = conn.execute(
-        sa.select(memories).where(memories.c.replies_to.in_(going), memories.c.id.not_in(going))
+        sa.select(memories).where(
+            of_account, memories.c.replies_to.in_(going), memories.c.id.not_in(going)
+        )
     ).all()
     _reindex(conn, answers, words)
+
+
+def delete(conn: Connection, account: str, ids: Sequence[int] | sa.Select[Any]) -> int:
+    """Delete these memories of ``account`` with their word index; the facts read from them lose
+    the link. Returns how many went.
+
+    The engine clears the links itself: a database that distributes by account refuses a
+    foreign key that sets a column of its key NULL (``_schema.referring``).
+    """
+    of_account = facts.c.account == account
+    conn.execute(
+        facts.update()
+        .where(of_account, facts.c.source_memory_id.in_(ids))
+        .values(source_memory_id=None)
+    )
+    conn.execute(
+        memory_terms.delete().where(
+            memory_terms.c.account == account, memory_terms.c.memory_id.in_(ids)
+        )
+    )
+    gone = conn.execute(
+        memories.delete().where(memories.c.account == account, memories.c.id.in_(ids))
+    )
+    return int(gone.rowcount)
 
 
 def _reindex(conn: Connection, rows: Sequence[Any], words: Words) -> None:
     """Rebuild these memories' index from their own words: they answer nothing any more."""
     for row in rows:
         counts, length = _terms(words(row.content), [], row.created_at, row.content, words)
-        conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == row.id))
         conn.execute(
-            memories.update().where(memories.c.id == row.id).values(replies_to=None, words=length)
+            memory_terms.delete().where(
+                memory_terms.c.account == row.account, memory_terms.c.memory_id == row.id
+            )
+        )
+        conn.execute(
+            memories.update()
+            .where(memories.c.account == row.account, memories.c.id == row.id)
+            .values(replies_to=None, words=length)
         )
         _index(conn, Identity(row.account, row.owner, row.agent), row.id, counts)
 
@@ -181,7 +215,10 @@ _SIZES = (
     .order_by(*_NEWEST)
     .limit(sa.bindparam("limit"))
 )
-_WHOLE = sa.select(memories).where(memories.c.id.in_(sa.bindparam("ids", expanding=True)))
+_WHOLE = sa.select(memories).where(
+    memories.c.account == sa.bindparam("account"),
+    memories.c.id.in_(sa.bindparam("ids", expanding=True)),
+)
 _TAIL = sa.func.substr(
     memories.c.content,
     sa.case((memories.c.chars > CONTEXT_CHARS, memories.c.chars - CONTEXT_CHARS + 1), else_=1),
@@ -208,7 +245,7 @@ def recent(conn: Connection, who: Identity, limit: int = RECENT) -> list[Memory]
 def newest_excerpts(conn: Connection, who: Identity, chars: int, limit: int) -> list[Excerpt]:
     """The newest memories, as many as ``chars`` characters in all can show."""
     rows = conn.execute(_SIZES, _names(who, limit=limit)).all()
-    return excerpts(conn, [(i, n) for i, n in rows], chars)
+    return excerpts(conn, who.account, [(i, n) for i, n in rows], chars)
 
 
 @functools.lru_cache(maxsize=64)
@@ -238,7 +275,14 @@ def _lookup(n_terms: int, limited: bool) -> sa.CompoundSelect[Any]:
                 memories.c.words,
                 memories.c.chars.label("size"),
                 memories.c.replies_to,
-            ).join_from(hits, memories, memories.c.id == hits.c.memory_id)
+            ).join_from(
+                hits,
+                memories,
+                sa.and_(
+                    memories.c.account == sa.bindparam("account"),
+                    memories.c.id == hits.c.memory_id,
+                ),
+            )
         )
     stats = sa.select(
         sa.literal(-1),
@@ -285,9 +329,12 @@ def matching(
     return [(i, scores[i], sizes[i]) for i in ranked]
 
 
-def excerpts(conn: Connection, chosen: Sequence[tuple[int, int]], chars: int) -> list[Excerpt]:
-    """The memories ``chosen`` ((id, length in characters), in the order to show them), as many
-    as ``chars`` characters in all could show; of the last, only what fits in them is rendered."""
+def excerpts(
+    conn: Connection, account: str, chosen: Sequence[tuple[int, int]], chars: int
+) -> list[Excerpt]:
+    """The memories of ``account`` ``chosen`` ((id, length in characters), in the order to show
+    them), as many as ``chars`` characters in all could show; of the last, only what fits in them
+    is rendered."""
     taken: list[int] = []
     left = chars
     for memory_id, size in chosen:
@@ -295,7 +342,7 @@ def excerpts(conn: Connection, chosen: Sequence[tuple[int, int]], chars: int) ->
             break
         taken.append(memory_id)
         left -= size
-    found = whole(conn, taken)
+    found = whole(conn, account, taken)
     out = []
     for memory_id in taken:
         memory = found.get(memory_id)
@@ -305,11 +352,11 @@ def excerpts(conn: Connection, chosen: Sequence[tuple[int, int]], chars: int) ->
     return out
 
 
-def whole(conn: Connection, memory_ids: Sequence[int]) -> dict[int, Memory]:
-    """These memories with all their text."""
+def whole(conn: Connection, account: str, memory_ids: Sequence[int]) -> dict[int, Memory]:
+    """These memories of ``account`` with all their text."""
     if not memory_ids:
         return {}
-    rows = conn.execute(_WHOLE, {"ids": sorted(set(memory_ids))})
+    rows = conn.execute(_WHOLE, {"account": account, "ids": sorted(set(memory_ids))})
     return {r.id: Memory.from_row(r) for r in rows}
 
 
@@ -344,8 +391,11 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
         return []
     # The index also holds the words of the memory each answers, and its days: a memory goes
     # for its own words.
+    account = versions[0].account
     rows = conn.execute(
-        sa.select(memories).where(memories.c.id.in_(sorted({*held, *doomed})))
+        sa.select(memories).where(
+            memories.c.account == account, memories.c.id.in_(sorted({*held, *doomed}))
+        )
     ).all()
     spared = []
     for row in rows:
@@ -359,10 +409,9 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
     if not doomed:
         return []
     ids = sorted(doomed)
-    forget_vectors(conn, [row.content for row in rows if row.id in doomed])
-    _unanswer(conn, ids, words)
-    conn.execute(memory_terms.delete().where(memory_terms.c.memory_id.in_(ids)))
-    conn.execute(memories.delete().where(memories.c.id.in_(ids)))
+    forget_vectors(conn, account, [row.content for row in rows if row.id in doomed])
+    _unanswer(conn, account, ids, words)
+    delete(conn, account, ids)
     gone = [r for r in rows if r.id in doomed]
     # Account facts read from them lose their link: every block of the account shows them.
     _word_index.touch(
@@ -380,18 +429,17 @@ def forget(conn: Connection, memory: Memory, now: dt.datetime, words: Words) -> 
     an administrator may end one. They lose their link to the memory. Returns
     how many facts ended.
     """
-    read_from_it = facts.c.source_memory_id == memory.id
+    read_from_it = sa.and_(facts.c.account == memory.account, facts.c.source_memory_id == memory.id)
     personal = sa.and_(read_from_it, sa.text(personal_row("korely_facts")))
-    # Read before the memory goes: its deletion clears the links (ON DELETE SET NULL).
+    # Read before the memory goes, which clears the links.
     read_ids = conn.execute(sa.select(facts.c.id).where(personal)).scalars().all()
     # One that expired meanwhile ended then, as expired: forgetting the memory does not move it.
     _versions.end_expired(conn, _versions.versions_where(conn, personal), now)
     ended = _versions.end_versions(conn, personal, cause=EndCause.FORGOTTEN, now=now)
-    _versions.erase_words(conn, personal)
-    forget_vectors(conn, [memory.content])
-    _unanswer(conn, [memory.id], words)
-    conn.execute(memory_terms.delete().where(memory_terms.c.memory_id == memory.id))
-    conn.execute(memories.delete().where(memories.c.id == memory.id))  # links go with it
+    _versions.erase_words(conn, memory.account, personal)
+    forget_vectors(conn, memory.account, [memory.content])
+    _unanswer(conn, memory.account, [memory.id], words)
+    delete(conn, memory.account, [memory.id])
     # Account facts read from it lose their link: every block of the account shows them.
     _word_index.touch(
         conn,

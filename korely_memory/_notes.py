@@ -90,7 +90,7 @@ def shown(kept: Sequence[Note]) -> Shown:
 
 
 def unshown(
-    conn: Connection, block: ContextBlock, seen: Shown, *, derive: bool
+    conn: Connection, account: str, block: ContextBlock, seen: Shown, *, derive: bool
 ) -> tuple[list[Fact], list[Memory], list[Change], list[Change]]:
     """What of ``block`` (the whole block for this turn) the conversation has not been shown:
     its facts, its memories, the changes to tell (those a note still in the prompt told are
@@ -105,7 +105,9 @@ def unshown(
     derived: list[Change] = []
     if derive and seen.facts and new_facts:
         older: dict[tuple[bool, str], Fact] = {}
-        for f in _versions.by_ids(conn, sorted(seen.facts)):  # in id order: the latest last
+        for f in _versions.by_ids(
+            conn, account, sorted(seen.facts)
+        ):  # in id order: the latest last
             older[_slot(f)] = f
         older = {slot: f for slot, f in older.items() if not f.erased and f.id not in seen.changed}
         kept: list[Fact] = []
@@ -180,12 +182,16 @@ def keep(
     memory_ids = sorted(m.id for m in block.memories)
     gone: set[str] = set()
     if fact_ids:
-        shown = sa.select(facts.c.id, facts.c.content).where(facts.c.id.in_(fact_ids))
+        shown = sa.select(facts.c.id, facts.c.content).where(
+            facts.c.account == who.account, facts.c.id.in_(fact_ids)
+        )
         held = conn.execute(_database.lock_rows(shown, dialect)).all()
         alive = {i for i, content in held if content}
         gone |= {f"f{i}" for i in fact_ids if i not in alive}
     if memory_ids:
-        quoted = sa.select(memories.c.id).where(memories.c.id.in_(memory_ids))
+        quoted = sa.select(memories.c.id).where(
+            memories.c.account == who.account, memories.c.id.in_(memory_ids)
+        )
         held_memories = conn.execute(_database.lock_rows(quoted, dialect)).scalars()
         alive = set(held_memories)
         gone |= {f"m{i}" for i in memory_ids if i not in alive}

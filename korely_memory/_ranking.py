@@ -39,18 +39,23 @@ class Ranking:
         return self._semantic is not None
 
     def scores(
-        self, query: str, docs: Sequence[str], conn: Connection | None = None
+        self,
+        query: str,
+        docs: Sequence[str],
+        conn: Connection | None = None,
+        account: str | None = None,
     ) -> list[float]:
-        """The relevance of each doc to ``query``; higher is more relevant, 0 is none."""
+        """The relevance of each doc to ``query``; higher is more relevant, 0 is none. Vectors
+        are read from and kept in ``account``'s, on ``conn``."""
         if self._semantic is not None:
-            return self._semantic.scores(query, docs, conn)
+            return self._semantic.scores(query, docs, conn, account)
         return self._lexical.scores(query, docs)
 
     def facts(
         self, query: str, found: Sequence[Fact], conn: Connection | None = None
     ) -> list[Fact]:
         """Most relevant first; ties keep the order they came in (recency)."""
-        scores = self.scores(query, [fact_text(f) for f in found], conn)
+        scores = self.scores(query, [fact_text(f) for f in found], conn, _account_of(found))
         order = sorted(range(len(found)), key=lambda i: -scores[i])
         return [found[i] for i in order]
 
@@ -64,7 +69,7 @@ class Ranking:
         self, query: str, found: Sequence[Fact], conn: Connection | None = None
     ) -> list[Fact]:
         """The facts relevant to ``query`` at all, most relevant first."""
-        scores = self.scores(query, [fact_text(f) for f in found], conn)
+        scores = self.scores(query, [fact_text(f) for f in found], conn, _account_of(found))
         order = sorted((i for i in range(len(found)) if scores[i] > 0), key=lambda i: -scores[i])
         return [found[i] for i in order]
 
@@ -74,7 +79,7 @@ class Ranking:
         """Memories worth showing: those that match the query, best first; without one, all."""
         if not query or not kept:
             return list(kept)
-        scores = self.scores(query, [m.content for m in kept], conn)
+        scores = self.scores(query, [m.content for m in kept], conn, kept[0].account)
         order = sorted((i for i in range(len(kept)) if scores[i] > 0), key=lambda i: -scores[i])
         return [kept[i] for i in order]
 
@@ -117,21 +122,26 @@ class _Semantic:
             cache_bytes // 64, lambda text, vector: 2 * len(text) + 32 * len(vector)
         )
         self._lock = threading.Lock()
-        self.unsaved: dict[str, Vector] = {}
+        self.unsaved: dict[tuple[str, str], Vector] = {}  # by account and text digest
 
-    def scores(self, query: str, docs: Sequence[str], conn: Connection | None) -> list[float]:
+    def scores(
+        self, query: str, docs: Sequence[str], conn: Connection | None, account: str | None
+    ) -> list[float]:
         found = {d: v for d in docs if (v := self._cache.get(d)) is not None}
         missing = [d for d in dict.fromkeys(docs) if d not in found]
-        if missing and conn is not None and self._model is not None:
-            for doc, vector in _vectors.load(conn, self._model, missing).items():
+        kept = self._model is not None and account is not None
+        if missing and conn is not None and kept:
+            assert self._model is not None and account is not None
+            for doc, vector in _vectors.load(conn, account, self._model, missing).items():
                 found[doc] = self._cache.put(doc, vector)
             missing = [d for d in missing if d not in found]
         if missing:
             for doc, vector in zip(missing, self._documents(missing), strict=True):
                 found[doc] = self._cache.put(doc, list(vector))
-                if self._model is not None:
+                if kept:
+                    assert account is not None
                     with self._lock:
-                        self.unsaved[_vectors.text_hash(doc)] = found[doc]
+                        self.unsaved[account, _vectors.text_hash(doc)] = found[doc]
         q = self._queries.get(query)
         if q is None:
             q = self._queries.put(query, list(self._query(query)))
@@ -142,6 +152,11 @@ class _Semantic:
             todo, self.unsaved = self.unsaved, {}
         if todo:
             _vectors.save(conn, self._model, todo)
+
+
+def _account_of(found: Sequence[Fact]) -> str | None:
+    """The account whose vectors rank ``found`` (all of one account)."""
+    return found[0].account if found else None
 
 
 def _cosine(a: Vector, b: Vector) -> float:

@@ -21,6 +21,7 @@ import datetime as dt
 import functools
 import re
 import secrets
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,7 +90,7 @@ class ReadRequest:
             at=_validation.moment("as_of", as_of),
             known=_validation.moment("known_as_of", known_as_of),
             hold=_validation.hold(hold, default_hold),
-            renew=None if renew is None else parse_receipt(renew, field="renew")[0],
+            renew=None if renew is None else parse_receipt(renew, field="renew").token,
         )
         if request.renew is not None and (request.hold is None or not request.marking):
             raise InvalidRequest(
@@ -158,7 +159,8 @@ def _memories_to_show(
     limit = min(request.budget // 8 + 1, _memories.RECENT)
     if request.query:
         matched = _memories.matching(conn, request.who, terms, _memories.PER_TERM)[:limit]
-        found = _memories.excerpts(conn, [(i, size) for i, _, size in matched], chars)
+        chosen = [(i, size) for i, _, size in matched]
+        found = _memories.excerpts(conn, request.who.account, chosen, chars)
     else:
         found = _memories.newest_excerpts(conn, request.who, chars, limit)
     beginnings = {e.memory.id: e.beginning for e in found if e.beginning is not None}
@@ -224,7 +226,7 @@ def gather(
         known = {f.id for f in ended}
         ended += [
             f
-            for f in _expiry.all_seen_at(_versions.by_ids(conn, unmarked), now)
+            for f in _expiry.all_seen_at(_versions.by_ids(conn, who.account, unmarked), now)
             if not f.is_current and f.id not in known
         ]
         # Latest ended first, as the marks come: of two versions told as one change, the one
@@ -256,7 +258,7 @@ def draft(
     def receipt_for(shown: Sequence[Change]) -> str | None:
         if token is None:
             return None
-        return receipt(token, gathered.pending.marks_settled_by(shown))
+        return receipt(token, gathered.pending.marks_settled_by(shown), request.who.account)
 
     costed, indexed = gathered.ready or (None, None)
 
@@ -513,18 +515,21 @@ def new_hold(request: ReadRequest, token: str | None, now: dt.datetime) -> _mark
     return _marks.Hold(token, now + request.hold)
 
 
-def receipt(token: str, mark_ids: Iterable[int]) -> str:
-    """What ``acknowledge`` takes: the hold's token and the marks it spends."""
-    return token + RECEIPT_SEPARATOR + ",".join(str(i) for i in sorted(set(mark_ids)))
+def receipt(token: str, mark_ids: Iterable[int], account: str) -> str:
+    """What ``acknowledge`` takes: the hold's token, the marks it spends, and their account (so
+    that a database distributed by account finds them on one node)."""
+    ids = ",".join(str(i) for i in sorted(set(mark_ids)))
+    return RECEIPT_SEPARATOR.join((token, ids, urllib.parse.quote(account, safe="")))
 
 
-def parse_receipt(value: object, field: str = "receipt") -> tuple[str, list[int]]:
-    """A receipt's token and mark ids, or ``InvalidRequest`` naming ``field``."""
+def parse_receipt(value: object, field: str = "receipt") -> _marks.Receipt:
+    """A receipt's token, mark ids and account, or ``InvalidRequest`` naming ``field``."""
     if isinstance(value, str):
-        token, separator, ids = value.partition(RECEIPT_SEPARATOR)
+        token, separator, rest = value.partition(RECEIPT_SEPARATOR)
+        ids, named, account = rest.partition(RECEIPT_SEPARATOR)
         numbers = [int(i) for i in ids.split(",") if i.isdigit() and len(i) < 19]
         if separator and _TOKEN.fullmatch(token) and numbers and len(numbers) == ids.count(",") + 1:
-            return token, numbers
+            return _marks.Receipt(token, numbers, urllib.parse.unquote(account) if named else None)
     raise InvalidRequest(field, "must be the receipt a block carried (block.receipt)")
 
 

@@ -24,18 +24,18 @@ def decide(
     conn: Connection, account: str, reviewer: str, fact_id: int, *, confirm: bool, now: dt.datetime
 ) -> Fact:
     """Confirm or reject proposal ``fact_id`` of ``account``; returns the reviewed fact."""
-    fact = _versions.by_id(conn, fact_id)
-    if fact is None or fact.account != account:
+    fact = _versions.by_id(conn, account, fact_id)
+    if fact is None:
         raise NotFound(f"no fact {fact_id} in account {account!r}")
     subject = Identity(fact.account, fact.owner, fact.agent)
     _versions.lock_person(conn, account, fact.owner)
     _versions.lock_key(conn, subject, fact.key, shared=True)
-    fact = _versions.by_id(conn, fact_id)  # read again under the locks
+    fact = _versions.by_id(conn, account, fact_id)  # read again under the locks
     if fact is None:  # its owner was erased meanwhile
         raise NotFound(f"no fact {fact_id} in account {account!r}")
     if _expiry.expired(fact, now):  # nothing to review: it is no longer true
         _versions.end_expired(conn, [fact], now)
-        fact = _versions.by_id(conn, fact_id)
+        fact = _versions.by_id(conn, account, fact_id)
         assert fact is not None
     if not fact.is_current:
         end = _versions.chain_end(conn, fact, now)
@@ -55,14 +55,20 @@ def decide(
         if replaced is not None:
             cause = EndCause.READ_FROM_MEMORY if fact.source_memory_id else EndCause.STATED
             _versions.end_versions(
-                conn, facts.c.id == replaced.id, cause=cause, now=now, replaced_by_id=fact.id
+                conn,
+                _versions.the_version(account, replaced.id),
+                cause=cause,
+                now=now,
+                replaced_by_id=fact.id,
             )
         conn.execute(
             facts.update()
-            .where(facts.c.id == fact_id)
+            .where(_versions.the_version(account, fact_id))
             .values(scope=Scope.ACCOUNT.value, confirmed_by=reviewer, confirmed_at=now)
         )
-        length = conn.execute(sa.select(facts.c.words).where(facts.c.id == fact_id)).scalar_one()
+        length = conn.execute(
+            sa.select(facts.c.words).where(_versions.the_version(account, fact_id))
+        ).scalar_one()
         _word_index.confirmed(
             conn,
             _word_index.Indexed(
@@ -78,14 +84,14 @@ def decide(
     else:
         _versions.end_versions(
             conn,
-            facts.c.id == fact_id,
+            _versions.the_version(account, fact_id),
             cause=EndCause.REJECTED,
             now=now,
             scope=Scope.ACCOUNT_REJECTED.value,
             confirmed_by=reviewer,
             confirmed_at=now,
         )
-    reviewed = _versions.by_id(conn, fact_id)
+    reviewed = _versions.by_id(conn, account, fact_id)
     assert reviewed is not None
     return reviewed
 

@@ -15,11 +15,12 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     Float,
-    ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -27,7 +28,9 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.schema import CreateColumn, CreateTable
 
 NAME = 255
 
@@ -106,6 +109,62 @@ class Base(DeclarativeBase):
     )
 
 
+# -- keys ---------------------------------------------------------------------------------
+#
+# Every table that holds a person's data carries ``account`` in its primary key and in every
+# foreign key between them: a database that distributes rows by account (Citus, PostgreSQL's
+# hash partitioning) keeps an account's rows together and checks each key on one node.
+
+ROWID = {"rowid_id": True}
+"""``info`` of a table of numbered rows (facts, memories, erasures): SQLite numbers its rowid."""
+
+
+def keyed_by_account(table: str, *, referred: bool = True) -> tuple[Any, ...]:
+    """The key of a table of numbered rows: ``(account, id)``.
+
+    SQLite numbers only a column that is its rowid (``INTEGER PRIMARY KEY``): there ``id``
+    alone is the key (``_rowid_column``, ``_rowid_key``), and the foreign keys that name
+    ``(id, account)`` of a ``referred`` table find it by a unique index that only SQLite has.
+    """
+    key = PrimaryKeyConstraint("account", "id")
+    if not referred:
+        return (key,)
+    found = Index(f"uq_{table}_id_account", "id", "account", unique=True)
+    return key, found.ddl_if(dialect="sqlite")
+
+
+def referring(column: str, table: str, *, ondelete: str | None = None) -> ForeignKeyConstraint:
+    """A foreign key from ``column`` and the row's account to ``table``'s ``(id, account)``.
+
+    Without ``ondelete``, the engine clears the link before the row it names goes: a database
+    that distributes by account refuses ``SET NULL`` on a key that holds the account.
+    """
+    return ForeignKeyConstraint(
+        [column, "account"], [f"{table}.id", f"{table}.account"], ondelete=ondelete
+    )
+
+
+@compiles(CreateColumn, "sqlite")
+def _rowid_column(create: CreateColumn, compiler: Any, **kw: Any) -> str | None:
+    column = create.element
+    if column.name == "id" and column.table.info.get("rowid_id"):
+        return "id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT"
+    made: str | None = compiler.visit_create_column(create, **kw)
+    return made
+
+
+@compiles(CreateTable, "sqlite")
+def _rowid_key(create: CreateTable, compiler: Any, **kw: Any) -> str:
+    """A table of numbered rows on SQLite: ``id`` is its rowid, and the key
+    (``_rowid_column``): the table's own key is left out."""
+    made = str(compiler.visit_create_table(create, **kw))
+    if not create.element.info.get("rowid_id"):
+        return made
+    key = f", \n\tCONSTRAINT pk_{create.element.name} PRIMARY KEY (account, id)"
+    assert key in made, made
+    return made.replace(key, "", 1)
+
+
 ACCOUNT_SPACE = "/account"
 """Where confirmed account facts live in the word index and the write locks: '/' is never in a name,
 so no user can be called this."""
@@ -149,7 +208,7 @@ _HELD = "hold_token IS NOT NULL"
 class FactRow(Base):
     __tablename__ = "korely_facts"
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
     account: Mapped[str] = mapped_column(String(NAME))
     owner: Mapped[str | None] = mapped_column(String(NAME))
     # owner, or '' for memory with no end user: '' is never a valid name, and a
@@ -165,12 +224,10 @@ class FactRow(Base):
     recorded_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     ended_recorded_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     end_cause: Mapped[str | None] = mapped_column(String(20))
-    replaced_by_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("korely_facts.id", ondelete="SET NULL")
-    )
-    source_memory_id: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("korely_memories.id", ondelete="SET NULL")
-    )
+    # The links below are cleared by the engine before the row they name is deleted: a database
+    # that distributes by account refuses SET NULL on a key that holds the account.
+    replaced_by_id: Mapped[int | None] = mapped_column(Id)
+    source_memory_id: Mapped[int | None] = mapped_column(Id)
     confirmed_by: Mapped[str | None] = mapped_column(String(NAME))
     confirmed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
@@ -184,6 +241,9 @@ class FactRow(Base):
     words: Mapped[int] = mapped_column(Integer, server_default="0")
 
     __table_args__ = (
+        *keyed_by_account("korely_facts"),
+        referring("replaced_by_id", "korely_facts"),
+        referring("source_memory_id", "korely_memories"),
         Index(
             "uq_korely_facts_true_personal",
             "account",
@@ -239,7 +299,7 @@ class FactRow(Base):
         Index("ix_korely_facts_replaced_by", "replaced_by_id"),
         Index("ix_korely_facts_source_memory", "source_memory_id"),
         # Ids are never reused, so an id read before a delete never names another row.
-        {"sqlite_autoincrement": True},
+        {"sqlite_autoincrement": True, "info": ROWID},
     )
 
 
@@ -256,13 +316,15 @@ class FactTermRow(Base):
     agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     space: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     term: Mapped[str] = mapped_column(String(64), primary_key=True)
-    fact_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("korely_facts.id", ondelete="CASCADE"), primary_key=True
-    )
+    fact_id: Mapped[int] = mapped_column(Id, primary_key=True)
     # How often the fact says the word, for BM25 (revision 0007).
     tf: Mapped[int] = mapped_column(Integer, server_default="1")
 
-    __table_args__ = (Index("ix_korely_fact_terms_fact", "fact_id"), {"sqlite_with_rowid": False})
+    __table_args__ = (
+        referring("fact_id", "korely_facts", ondelete="CASCADE"),
+        Index("ix_korely_fact_terms_fact", "fact_id"),
+        {"sqlite_with_rowid": False},
+    )
 
 
 class FactCountRow(Base):
@@ -292,7 +354,7 @@ class FactCountRow(Base):
 class MemoryRow(Base):
     __tablename__ = "korely_memories"
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
     account: Mapped[str] = mapped_column(String(NAME))
     owner: Mapped[str | None] = mapped_column(String(NAME))
     owner_key: Mapped[str] = mapped_column(String(NAME))
@@ -304,20 +366,20 @@ class MemoryRow(Base):
     chars: Mapped[int] = mapped_column(Integer, default=0)
     # The memory of the same namespace kept just before it, which it answers: the index holds
     # the end of that one's words too (revision 0006). Cleared, and the index rebuilt, when
-    # that memory goes.
-    replies_to: Mapped[int | None] = mapped_column(
-        Id, ForeignKey("korely_memories.id", ondelete="SET NULL")
-    )
+    # that memory goes (by the engine, as ``korely_facts.replaced_by_id``).
+    replies_to: Mapped[int | None] = mapped_column(Id)
     # Last: on SQLite, the columns before a long text are read without its overflow pages.
     content: Mapped[str] = mapped_column(Text)
 
     __table_args__ = (
+        *keyed_by_account("korely_memories"),
+        referring("replies_to", "korely_memories"),
         Index("ix_korely_memories_owner", "account", "agent", "owner_key", "created_at"),
         # A person's memories under every agent definition: erasure and export (revision 0002).
         Index("ix_korely_memories_owner_only", "account", "owner_key"),
         # The memory that answers one about to go (revision 0006).
         Index("ix_korely_memories_replies_to", "replies_to"),
-        {"sqlite_autoincrement": True},
+        {"sqlite_autoincrement": True, "info": ROWID},
     )
 
 
@@ -331,12 +393,11 @@ class MemoryTermRow(Base):
     agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     space: Mapped[str] = mapped_column(String(NAME), primary_key=True)  # the owner key
     term: Mapped[str] = mapped_column(String(64), primary_key=True)
-    memory_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("korely_memories.id", ondelete="CASCADE"), primary_key=True
-    )
+    memory_id: Mapped[int] = mapped_column(Id, primary_key=True)
     tf: Mapped[int] = mapped_column(Integer)
 
     __table_args__ = (
+        referring("memory_id", "korely_memories", ondelete="CASCADE"),
         Index("ix_korely_memory_terms_memory", "memory_id"),
         {"sqlite_with_rowid": False},
     )
@@ -361,11 +422,14 @@ class VectorRow(Base):
 
     __tablename__ = "korely_vectors"
 
+    # Kept per account (revision 0008): one account's texts say nothing of another's, not even by
+    # how fast a vector comes, and the vectors of an account live where its facts do.
+    account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     model: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     text_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     vector: Mapped[bytes] = mapped_column(LargeBinary)
 
-    __table_args__ = (Index("ix_korely_vectors_text", "text_hash"),)
+    __table_args__ = (Index("ix_korely_vectors_text", "account", "text_hash"),)
 
 
 class MarkRow(Base):
@@ -375,9 +439,7 @@ class MarkRow(Base):
 
     account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     reader: Mapped[str] = mapped_column(String(NAME), primary_key=True)
-    fact_id: Mapped[int] = mapped_column(
-        Id, ForeignKey("korely_facts.id", ondelete="CASCADE"), primary_key=True
-    )
+    fact_id: Mapped[int] = mapped_column(Id, primary_key=True)
     # The user the fact is about ('' for account facts and agent-team memory).
     subject: Mapped[str] = mapped_column(String(NAME))
     first_read_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
@@ -393,6 +455,7 @@ class MarkRow(Base):
     held_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
+        referring("fact_id", "korely_facts", ondelete="CASCADE"),
         Index("ix_korely_marks_fact", "fact_id"),
         Index("ix_korely_marks_subject", "account", "subject"),
         Index("ix_korely_marks_last_read", "last_read_at"),
@@ -494,12 +557,15 @@ class ErasureRow(Base):
 
     __tablename__ = "korely_erasures"
 
-    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
     account: Mapped[str] = mapped_column(String(NAME))
     pseudonym: Mapped[str] = mapped_column(String(64))
     erased_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
-    __table_args__ = ({"sqlite_autoincrement": True},)
+    __table_args__ = (
+        *keyed_by_account("korely_erasures", referred=False),
+        {"sqlite_autoincrement": True, "info": ROWID},
+    )
 
 
 # The tables themselves, for Core statements on the hot path.

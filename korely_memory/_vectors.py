@@ -1,7 +1,9 @@
-"""Vectors kept in the database (``korely_vectors``), under a text's digest and the model named.
+"""Vectors kept in the database (``korely_vectors``), under the account, a text's digest and the
+model named.
 
-Only a digest of each text is kept with its vector, never the words. Erasing text deletes its
-vectors whatever the model (``forget_vectors``).
+Only a digest of each text is kept with its vector, never the words. Each account keeps its own:
+an account's vectors are where its facts are, and say nothing of another's texts. Erasing text
+deletes its vectors in the account whatever the model (``forget_vectors``).
 """
 
 from __future__ import annotations
@@ -18,34 +20,42 @@ from ._embedders import Vector
 from ._schema import vectors
 
 
-def load(conn: Connection, model: str, docs: Sequence[str]) -> dict[str, Vector]:
-    """The kept vectors of those of ``docs`` that have one under ``model``."""
+def load(conn: Connection, account: str, model: str, docs: Sequence[str]) -> dict[str, Vector]:
+    """The vectors ``account`` keeps of those of ``docs`` that have one under ``model``."""
     hashes = {text_hash(d): d for d in docs}
     rows = conn.execute(
         sa.select(vectors.c.text_hash, vectors.c.vector).where(
-            vectors.c.model == model, vectors.c.text_hash.in_(sorted(hashes))
+            vectors.c.account == account,
+            vectors.c.model == model,
+            vectors.c.text_hash.in_(sorted(hashes)),
         )
     )
     return {hashes[h]: array.array("d", blob).tolist() for h, blob in rows}
 
 
-def save(conn: Connection, model: str | None, todo: Mapping[str, Vector]) -> None:
-    """Keep these vectors (by text digest) under ``model``; one kept already stays as it was."""
+def save(conn: Connection, model: str | None, todo: Mapping[tuple[str, str], Vector]) -> None:
+    """Keep these vectors (by account and text digest) under ``model``; one kept already stays as
+    it was."""
     insert = _database.insert_ignoring_duplicates(conn, vectors)
     conn.execute(
         insert,
         [
-            {"model": model, "text_hash": h, "vector": array.array("d", v).tobytes()}
-            for h, v in sorted(todo.items())
+            {"account": a, "model": model, "text_hash": h, "vector": array.array("d", v).tobytes()}
+            for (a, h), v in sorted(todo.items())
         ],
     )
 
 
-def forget_vectors(conn: Connection, texts: Sequence[str]) -> None:
-    """Delete the kept vectors of these texts, whatever the model (their words are being erased)."""
+def forget_vectors(conn: Connection, account: str, texts: Sequence[str]) -> None:
+    """Delete ``account``'s vectors of these texts, whatever the model (their words are being
+    erased)."""
     hashes = sorted({text_hash(t) for t in texts})
     for start in range(0, len(hashes), 500):
-        conn.execute(vectors.delete().where(vectors.c.text_hash.in_(hashes[start : start + 500])))
+        conn.execute(
+            vectors.delete().where(
+                vectors.c.account == account, vectors.c.text_hash.in_(hashes[start : start + 500])
+            )
+        )
 
 
 def text_hash(text: str) -> str:

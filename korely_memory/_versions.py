@@ -76,7 +76,9 @@ _ACCOUNT_CURRENT = sa.select(*_ROW).where(
 )
 _LIVE = sa.or_(facts.c.valid_until.is_(None), facts.c.valid_until > sa.bindparam("now"))
 _COUNT_OWN = sa.select(sa.func.count()).select_from(facts).where(*_MINE, _TRUE_PERSONAL, _LIVE)
-_BY_ID = sa.select(*_ROW).where(facts.c.id == sa.bindparam("fact_id"))
+_BY_ID = sa.select(*_ROW).where(
+    facts.c.account == sa.bindparam("account"), facts.c.id == sa.bindparam("fact_id")
+)
 _VISIBLE = sa.union_all(
     sa.select(*_ROW).where(*_MINE, _TRUE_PERSONAL),
     sa.select(*_ROW).where(*_MINE[:2], _TRUE_ACCOUNT),
@@ -105,7 +107,7 @@ def end_expired(conn: Connection, found: Iterable[Fact], now: dt.datetime) -> li
             assert fact.valid_until is not None
             ended += end_versions(
                 conn,
-                facts.c.id == fact.id,
+                the_version(fact.account, fact.id),
                 cause=EndCause.EXPIRED,
                 now=fact.valid_until,
                 invalid_at=fact.valid_until,
@@ -176,18 +178,33 @@ def count_own(conn: Connection, who: Identity, now: dt.datetime) -> int:
     return n
 
 
-def by_id(conn: Connection, fact_id: int) -> Fact | None:
-    """The version with this id, whoever it belongs to."""
-    row = conn.execute(_BY_ID, {"fact_id": fact_id}).first()
+def the_version(account: str, fact_id: int) -> sa.ColumnElement[bool]:
+    """The version with this id, named with its account: every statement about one person names
+    the account, so that a database distributed by account reads it on one node."""
+    return sa.and_(facts.c.account == account, facts.c.id == fact_id)
+
+
+def by_id(conn: Connection, account: str, fact_id: int) -> Fact | None:
+    """The version of ``account`` with this id, whoever it belongs to."""
+    row = conn.execute(_BY_ID, {"account": account, "fact_id": fact_id}).first()
     return from_values(row) if row else None
 
 
-def by_ids(conn: Connection, fact_ids: Sequence[int]) -> list[Fact]:
-    """The versions with these ids that exist, in id order."""
+def in_any_account(conn: Connection, fact_id: int) -> Fact | None:
+    """The version with this id, whichever account holds it: for the command line, which names a
+    proposal by its id alone (a database distributed by account asks every node)."""
+    row = conn.execute(sa.select(*_ROW).where(facts.c.id == fact_id)).first()
+    return from_values(row) if row else None
+
+
+def by_ids(conn: Connection, account: str, fact_ids: Sequence[int]) -> list[Fact]:
+    """The versions of ``account`` with these ids that exist, in id order."""
     if not fact_ids:
         return []
     rows = conn.execute(
-        sa.select(*_ROW).where(facts.c.id.in_(sorted(set(fact_ids)))).order_by(facts.c.id)
+        sa.select(*_ROW)
+        .where(facts.c.account == account, facts.c.id.in_(sorted(set(fact_ids))))
+        .order_by(facts.c.id)
     )
     return [from_values(r) for r in rows]
 
@@ -196,7 +213,7 @@ def chain_end(conn: Connection, fact: Fact, now: dt.datetime) -> Fact | None:
     """Follow ``replaced_by_id`` to the version true now, if the chain ends in one."""
     seen = {fact.id}
     while fact.replaced_by_id is not None and fact.replaced_by_id not in seen:
-        nxt = by_id(conn, fact.replaced_by_id)
+        nxt = by_id(conn, fact.account, fact.replaced_by_id)
         if nxt is None:
             return None
         seen.add(nxt.id)
@@ -373,9 +390,10 @@ def end_versions(
         for r in rows
     ]
     _word_index.ended(conn, ended)
-    ids = sorted(v.id for v in ended)
-    _marks.versions_ended(conn, ids, now, writer)
-    return ids
+    for account in sorted({v.account for v in ended}):  # one for a person: trim's may be more
+        of_account = [v.id for v in ended if v.account == account]
+        _marks.versions_ended(conn, account, of_account, now, writer)
+    return sorted(v.id for v in ended)
 
 
 def replace(
@@ -397,7 +415,7 @@ def replace(
         # Ended first: the partial unique index allows one true row per key.
         end_versions(
             conn,
-            facts.c.id == old.id,
+            the_version(old.account, old.id),
             cause=cause,
             now=now,
             invalid_at=valid_from or now,
@@ -411,7 +429,9 @@ def replace(
         **new,
     )
     if old is not None:
-        conn.execute(facts.update().where(facts.c.id == old.id).values(replaced_by_id=new_id))
+        conn.execute(
+            facts.update().where(the_version(old.account, old.id)).values(replaced_by_id=new_id)
+        )
     return new_id
 
 
@@ -429,9 +449,9 @@ def versions_where(conn: Connection, selected: sa.ColumnElement[bool]) -> list[F
     return [Fact.from_row(r) for r in conn.execute(sa.select(facts).where(selected))]
 
 
-def erase_words(conn: Connection, where: sa.ColumnElement[bool]) -> int:
-    """Remove the words of the versions ``where`` selects (ended ones: no index row holds them),
-    and any vector kept of them."""
+def erase_words(conn: Connection, account: str, where: sa.ColumnElement[bool]) -> int:
+    """Remove the words of the versions of ``account`` that ``where`` selects (ended ones: no
+    index row holds them), and any vector kept of them."""
     said = conn.execute(sa.select(facts.c.key, facts.c.content).where(where)).all()
-    forget_vectors(conn, [findable(key, content) for key, content in said])
+    forget_vectors(conn, account, [findable(key, content) for key, content in said])
     return conn.execute(facts.update().where(where).values(content="", words=0)).rowcount

@@ -177,8 +177,13 @@ def ended(conn: Connection, versions: Sequence[Indexed]) -> None:
     """Versions stopped being true: forget their words, and count them out."""
     if not versions:
         return
-    gone = sorted({v.id for v in versions})
-    conn.execute(fact_terms.delete().where(fact_terms.c.fact_id.in_(gone)))
+    for account in sorted({v.account for v in versions}):  # one for a person: trim's may be more
+        gone = sorted({v.id for v in versions if v.account == account})
+        conn.execute(
+            fact_terms.delete().where(
+                fact_terms.c.account == account, fact_terms.c.fact_id.in_(gone)
+            )
+        )
     counts: dict[Namespace, Counts] = {}
     for v in versions:
         n, length, expiring = counts.get(_row_of(v), (0, 0, 0))
@@ -191,7 +196,9 @@ def confirmed(conn: Connection, version: Indexed) -> None:
     """A proposal became an account fact: found in the account's space, counted no more as its
     owner's."""
     conn.execute(
-        fact_terms.update().where(fact_terms.c.fact_id == version.id).values(space=ACCOUNT_SPACE)
+        fact_terms.update()
+        .where(fact_terms.c.account == version.account, fact_terms.c.fact_id == version.id)
+        .values(space=ACCOUNT_SPACE)
     )
     account_fact = dataclasses.replace(version, scope=_ACCOUNT)
     add_counts(

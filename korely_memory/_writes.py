@@ -18,7 +18,6 @@ from sqlalchemy.engine import Connection
 from . import _expiry, _items, _marks, _memories, _notes, _versions
 from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
 from ._identity import EndCause, Identity, Scope
-from ._schema import facts
 from ._types import Fact
 from ._words import Words
 
@@ -178,7 +177,7 @@ def end(
         # Nothing is true to end, but its words are asked to go: they do, from every version.
         _versions.end_expired(conn, [own], clock)
         _erase_key(conn, w, own)
-        return _fact(conn, own.id)
+        return _fact(conn, who.account, own.id)
     old = _own_current(conn, who, key, clock) or _account_fact(
         conn, w, who, key, "forget", clock, propose=False, rights=rights
     )
@@ -191,7 +190,7 @@ def end(
     now = max(clock, old.recorded_at)
     _versions.end_versions(
         conn,
-        facts.c.id == old.id,
+        _versions.the_version(old.account, old.id),
         cause=EndCause.ERASED if erase else (cause or EndCause.FORGOTTEN),
         now=now,
         invalid_at=at or now,
@@ -201,7 +200,7 @@ def end(
         _erase_key(conn, w, old)
     else:
         _items.erase_fact(conn, old)  # a store's item whose fact ended is gone, value and all
-    return _fact(conn, old.id)
+    return _fact(conn, old.account, old.id)
 
 
 def _erase_key(conn: Connection, w: Writer, fact: Fact) -> None:
@@ -209,7 +208,7 @@ def _erase_key(conn: Connection, w: Writer, fact: Fact) -> None:
     every = _versions.same_key(fact)
     versions = _versions.versions_where(conn, every)
     gone = _memories.erase_holding(conn, versions, w.words)
-    _versions.erase_words(conn, every)
+    _versions.erase_words(conn, fact.account, every)
     # After the rows are written: a note being kept holds them (FOR SHARE), so this waits for it
     # to commit, and then sees it.
     _notes.redact(conn, fact.account, [v.id for v in versions], gone)
@@ -287,12 +286,12 @@ def _replace(
         words=w.words,
         **new,
     )
-    fact = _fact(conn, new_id)
+    fact = _fact(conn, who.account, new_id)
     if follow and fact.effective_scope is not Scope.ACCOUNT:
         _items.follow(conn, fact, moment)
     if _expiry.expired(fact, moment):
         _versions.end_expired(conn, [fact], moment)
-        return _fact(conn, new_id)
+        return _fact(conn, who.account, new_id)
     if reader is not None:
         _marks.hand_over(conn, who.account, reader, [fact], fact.recorded_at)
     return fact
@@ -332,7 +331,7 @@ def _account_fact(
     return shared
 
 
-def _fact(conn: Connection, fact_id: int) -> Fact:
-    fact = _versions.by_id(conn, fact_id)
+def _fact(conn: Connection, account: str, fact_id: int) -> Fact:
+    fact = _versions.by_id(conn, account, fact_id)
     assert fact is not None
     return fact

@@ -15,6 +15,7 @@ from alembic.command import downgrade
 from korely_memory import Identity, MemoryEngine
 from korely_memory._database import create, resolve_url
 from korely_memory._migrations import HEAD, VERSION_TABLE, _alembic, schema_transaction
+from korely_memory._schema import Base
 
 from .cli_helpers import as_json, fill, korely, one_error
 
@@ -331,3 +332,63 @@ def test_importing_and_starting_the_engine_loads_neither_alembic_nor_click(tmp_p
     assert os.path.exists(tmp_path / "new.db")
     with MemoryEngine(f"sqlite:///{tmp_path}/new.db") as engine:
         assert engine.get_facts(Identity("acme", "giulia", "bot")) == []
+
+
+def test_db_create_partitions_every_table_of_an_account_s_rows(
+    postgresql_url: str, giulia: Identity
+) -> None:
+    """``korely db create --partitions N``: each table that holds an account's rows is split by
+    hash of the account into N partitions; the engine opens it as any other, and ``db check``
+    finds the tables the models declare (PostgreSQL's partitions and their keys aside)."""
+    made = as_json(korely("--url", postgresql_url, "--json", "db", "create", "--partitions", "8"))
+    assert made == {"revision": HEAD, "partitions": 8}
+    assert korely("--url", postgresql_url, "db", "check").exit_code == 0
+    again = one_error(
+        korely("--url", postgresql_url, "db", "create", "--partitions", "8"), "invalid_request"
+    )
+    assert f"already holds the memory's tables (revision {HEAD})" in again
+    with MemoryEngine(postgresql_url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        assert "Rome" in engine.get_context(giulia, "Where?", reader="bot").text
+        with engine.db.connect() as conn:
+            split = dict(
+                conn.exec_driver_sql(
+                    "SELECT c.relname, count(i.inhrelid) FROM pg_partitioned_table p"
+                    " JOIN pg_class c ON c.oid = p.partrelid"
+                    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " LEFT JOIN pg_inherits i ON i.inhparent = c.oid"
+                    " WHERE n.nspname = current_schema() GROUP BY c.relname"
+                ).all()
+            )
+            holding = (
+                conn.exec_driver_sql(
+                    "SELECT count(*) FROM korely_facts_p0"
+                    " UNION ALL SELECT count(*) FROM korely_facts"
+                )
+                .scalars()
+                .all()
+            )
+    every = {t.name for t in Base.metadata.sorted_tables} - {"korely_settings"}
+    assert split == dict.fromkeys(every, 8)
+    assert holding[1] == 1 and holding[0] in (0, 1)
+
+
+@pytest.mark.parametrize("partitions", ["1", "257", "eight"])
+def test_db_create_refuses_a_number_of_partitions_out_of_range(
+    postgresql_url: str, partitions: str
+) -> None:
+    refused = korely("--url", postgresql_url, "db", "create", "--partitions", partitions)
+    assert refused.exit_code != 0
+    db = create(resolve_url(postgresql_url))
+    with db.connect() as conn:
+        assert sa.inspect(conn).get_table_names() == []
+    db.dispose()
+
+
+def test_db_create_refuses_sqlite_and_makes_no_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/memory.db"
+    refused = one_error(
+        korely("--url", url, "db", "create", "--partitions", "8"), "invalid_request"
+    )
+    assert "PostgreSQL only" in refused
+    assert not (tmp_path / "memory.db").exists()

@@ -44,6 +44,21 @@ def test_a_held_change_is_spent_once_acknowledged(held: MemoryEngine, giulia: Id
     assert held.get_context(giulia, reader="bot").changed == ()
 
 
+def test_a_receipt_names_its_account_and_one_made_before_that_still_spends(
+    held: MemoryEngine, giulia: Identity
+) -> None:
+    """The receipt names the account (``token:ids:account``, the account quoted), so that
+    acknowledging it reaches that account's rows only; a receipt made before receipts named it
+    (``token:ids``) still spends what it held, and another account's name spends nothing."""
+    block = held.get_context(giulia, reader="bot", hold=True)
+    assert block.receipt is not None
+    token, ids, account = block.receipt.split(":")
+    assert account == "acme"
+    assert held.acknowledge(f"{token}:{ids}:other%2Faccount") == 0
+    assert held.acknowledge(f"{token}:{ids}") == 1
+    assert held.get_context(giulia, reader="bot").changed == ()
+
+
 def test_a_hold_that_runs_out_unacknowledged_is_told_again(
     held: MemoryEngine, clock: Clock, giulia: Identity
 ) -> None:

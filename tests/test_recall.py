@@ -198,9 +198,9 @@ def test_a_block_reads_the_text_of_only_the_memories_it_shows(
     read: list[int] = []
     whole = _memories.whole
 
-    def recording(conn: Any, memory_ids: Any) -> Any:
+    def recording(conn: Any, account: str, memory_ids: Any) -> Any:
         read.extend(memory_ids)
-        return whole(conn, memory_ids)
+        return whole(conn, account, memory_ids)
 
     monkeypatch.setattr(_memories, "whole", recording)
     block = engine.get_context(giulia, "Milan office", token_budget=800)

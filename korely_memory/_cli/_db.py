@@ -97,6 +97,35 @@ def upgrade(ctx: click.Context, sql: bool) -> None:
 
 
 @db.command()
+@click.option(
+    "--partitions",
+    type=int,
+    required=True,
+    help="How many partitions each table that holds an account's rows is split into (2-256).",
+)
+@common
+@click.pass_context
+def create(ctx: click.Context, partitions: int) -> None:
+    """Create the tables in an empty PostgreSQL database, hash-partitioned by account.
+
+    Every table that holds an account's rows is declared PARTITION BY HASH
+    (account) with PARTITIONS partitions, at the newest revision; the engine then
+    opens it as any other. PostgreSQL enforces on it what a database that
+    distributes tables by account (Citus) requires.
+    """
+    if database_url(ctx.obj, may_create=True).get_backend_name() != "postgresql":
+        raise InvalidRequest("partitions", "tables are partitioned on PostgreSQL only")
+    with _migrations.schema_transaction(open_database(ctx)) as conn:
+        _migrations.create_partitioned(conn, partitions)
+    said = {"revision": HEAD, "partitions": partitions}
+    emit(
+        ctx.obj,
+        said,
+        lambda: f"created revision {HEAD}, partitioned by account into {partitions}",
+    )
+
+
+@db.command()
 @click.argument("revision")
 @common
 @click.pass_context

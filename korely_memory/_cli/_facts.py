@@ -129,7 +129,7 @@ def review_list(ctx: click.Context, account: str, agent: str | None) -> None:
 def _decide(ctx: click.Context, fact_id: int, admin: str, *, confirm: bool) -> None:
     engine = open_engine(ctx)
     with _database.reading(engine.db) as conn:
-        proposal = _versions.by_id(conn, fact_id)
+        proposal = _versions.in_any_account(conn, fact_id)
     if proposal is None:
         raise NotFound(f"no fact {fact_id}")
     reviewer = Identity(proposal.account, admin, proposal.agent)

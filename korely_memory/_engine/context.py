@@ -202,7 +202,7 @@ class ContextMethods(EngineCore):
             kept = [n for n in earlier if present is None or n.seq in present]
             seen = _notes.shown(kept)
             facts, memories, changes, derived = _notes.unshown(
-                conn, whole, seen, derive=request.reader is None
+                conn, who.account, whole, seen, derive=request.reader is None
             )
 
             def render(facts: list[Fact], derived: list[Change]) -> ContextBlock:
@@ -257,8 +257,8 @@ class ContextMethods(EngineCore):
         Raises:
             InvalidRequest: ``receipt`` is not a receipt a block carried.
         """
-        token, ids = _read_path.parse_receipt(receipt)
-        return self._write(lambda conn: _marks.acknowledge(conn, token, ids, self._now(conn)))
+        held = _read_path.parse_receipt(receipt)
+        return self._write(lambda conn: _marks.acknowledge(conn, held, self._now(conn)))
 
     def release(self, receipt: str) -> int:
         """Let go of the changes a held block showed, without spending them: the model never got
@@ -277,8 +277,8 @@ class ContextMethods(EngineCore):
         Raises:
             InvalidRequest: ``receipt`` is not a receipt a block carried.
         """
-        token, ids = _read_path.parse_receipt(receipt)
-        return self._write(lambda conn: _marks.release(conn, token, ids))
+        held = _read_path.parse_receipt(receipt)
+        return self._write(lambda conn: _marks.release(conn, held))
 
     def _kept(self, request: _read_path.ReadRequest) -> ContextBlock | None:
         """The block of ``request`` from what this process kept, while it is still what the

@@ -272,7 +272,12 @@ class ItemMethods(EngineCore):
                 return done
 
     def relevance(
-        self, query: str, texts: Sequence[str], *, embed: Embedder | None = None
+        self,
+        query: str,
+        texts: Sequence[str],
+        *,
+        embed: Embedder | None = None,
+        account: str | None = None,
     ) -> list[float]:
         """How relevant each text is to ``query``: the engine's ranking (BM25 over its words, or
         the cosine of its ``embed=``), or the cosine of ``embed``'s vectors when one is given."""
@@ -280,7 +285,7 @@ class ItemMethods(EngineCore):
             raise InvalidRequest("query", f"must be a string, not {type(query).__name__}")
         check_embed(embed)
         ranking = self._ranking if embed is None else self._store_ranking(embed)
-        scores = self._read(lambda conn: ranking.scores(query, list(texts), conn))
+        scores = self._read(lambda conn: ranking.scores(query, list(texts), conn, account))
         if embed is None:
             self._keep_vectors()
         return scores

@@ -132,7 +132,7 @@ class MemoryMethods(EngineCore):
             if best.has_memories is False:
                 return facts_found, []
             ids = [i for i, _, _ in _memories.matching(conn, who, terms, None)[:top]]
-            found = _memories.whole(conn, ids)
+            found = _memories.whole(conn, who.account, ids)
             return facts_found, [found[i] for i in ids if i in found]
 
         # Words only: one statement for the facts (and, for a person who keeps memories, those

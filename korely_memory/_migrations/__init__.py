@@ -21,11 +21,12 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from .. import _database
+from .._errors import InvalidRequest
 from .._errors import SchemaVersionError as SchemaVersionError  # raised here, defined with the rest
 from .._schema import Base
 
 VERSION_TABLE = "korely_alembic_version"
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 """Every revision, oldest first (``versions/``; a test holds the two to each other)."""
 HEAD = REVISIONS[-1]
 EMPTY = "empty"
@@ -205,5 +206,58 @@ def _quick_look(db: Engine) -> str | None:
 
 def _create(conn: Connection) -> None:
     Base.metadata.create_all(conn)
+    _stamp_new(conn)
+
+
+def _stamp_new(conn: Connection) -> None:
     _version.create(conn)
     conn.execute(_version.insert().values(version_num=HEAD))
+
+
+SHARED = frozenset({"korely_settings"})
+"""The tables that hold no account's rows: on a database distributed by account, every node
+has all of them (Citus: a reference table)."""
+
+
+def create_partitioned(conn: Connection, partitions: int) -> None:
+    """Create the memory's tables in an empty PostgreSQL database, each that holds an account's
+    rows hash-partitioned by account into ``partitions`` (``PARTITION BY HASH (account)``), at
+    the newest revision; ``conn`` holds the schema lock (``schema_transaction``).
+
+    PostgreSQL then enforces what a database that distributes by account (Citus) requires: the
+    account in every primary key, unique index and foreign key between such tables.
+
+    Raises:
+        InvalidRequest: Not PostgreSQL, ``partitions`` not a whole number from 2 to 256, or the
+            database already holds the memory's tables.
+    """
+    if conn.dialect.name != "postgresql":
+        raise InvalidRequest("partitions", "tables are partitioned on PostgreSQL only")
+    if (
+        isinstance(partitions, bool)
+        or not isinstance(partitions, int)
+        or not 2 <= partitions <= 256
+    ):
+        raise InvalidRequest(
+            "partitions", f"must be a whole number from 2 to 256, not {partitions!r}"
+        )
+    found = state(conn)
+    if found != EMPTY:
+        raise InvalidRequest(
+            "partitions", f"the database already holds the memory's tables (revision {found})"
+        )
+    meta = sa.MetaData(naming_convention=Base.metadata.naming_convention)
+    split = []
+    for table in Base.metadata.sorted_tables:
+        copy = table.to_metadata(meta)
+        if table.name not in SHARED:
+            copy.dialect_options["postgresql"]["partition_by"] = "HASH (account)"
+            split.append(table.name)
+    meta.create_all(conn)
+    for name in split:
+        for remainder in range(partitions):
+            conn.exec_driver_sql(
+                f'CREATE TABLE "{name}_p{remainder}" PARTITION OF "{name}"'
+                f" FOR VALUES WITH (MODULUS {partitions}, REMAINDER {remainder})"
+            )
+    _stamp_new(conn)

@@ -7,6 +7,7 @@ korely_memory`` and an engine start never load Alembic.
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from alembic import command
@@ -61,18 +62,19 @@ def upgrade_sql(url: URL, start: str, target: str) -> str:
 def differences(conn: Connection) -> list[Any]:
     """What differs between the memory's tables in the database and the models (Alembic's
     autogenerate comparison); empty when they agree."""
-    context = MigrationContext.configure(conn, opts=options())
+    context = MigrationContext.configure(conn, opts=options(conn.dialect.name))
     return list(compare_metadata(context, Base.metadata))
 
 
-def options() -> dict[str, Any]:
-    """The options every Alembic context of the memory is configured with."""
+def options(dialect: str | None = None) -> dict[str, Any]:
+    """The options every Alembic context of the memory is configured with (on ``dialect``)."""
     return {
         "target_metadata": Base.metadata,
         "version_table": VERSION_TABLE,
         "render_as_batch": True,
         "compare_type": True,
         "include_name": _include_name,
+        "include_object": _for_dialect(dialect),
     }
 
 
@@ -80,4 +82,26 @@ def _include_name(name: str | None, kind: str, _parents: Any) -> bool:
     """Only the memory's own tables: an application's tables in the same database are not ours."""
     from . import is_memory_table
 
-    return kind != "table" or (name is not None and is_memory_table(name))
+    if kind != "table":
+        return True
+    return name is not None and is_memory_table(name) and not _PARTITION.fullmatch(name)
+
+
+# A partition of one of the memory's tables (``korely db create --partitions``): the models
+# declare the table, PostgreSQL routes its rows.
+_PARTITION = re.compile(
+    "(?:" + "|".join(re.escape(t) for t in sorted(Base.metadata.tables)) + r")_p\d+"
+)
+
+
+def _for_dialect(dialect: str | None) -> Any:
+    """Alembic's ``include_object``: what the models declare for one database only (``ddl_if``)
+    is compared on that one; what PostgreSQL makes for partitions is not compared."""
+
+    def include(obj: Any, _name: str | None, kind: str, _reflected: bool, _other: Any) -> bool:
+        if kind == "foreign_key_constraint" and _PARTITION.fullmatch(obj.referred_table.name):
+            return False  # PostgreSQL's own copy of a foreign key, for each partition it names
+        only = getattr(obj, "_ddl_if", None)  # SQLAlchemy's record of it: Alembic reads none
+        return only is None or only.dialect in (None, dialect)
+
+    return include

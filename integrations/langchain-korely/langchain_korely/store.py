@@ -280,12 +280,12 @@ class KorelyStore(BaseStore):
 
     def _ranked(self, query: str, found: list[StoreItem]) -> list[tuple[StoreItem, float | None]]:
         if self.embeddings is None:
-            scores = self.engine.relevance(query, [_words(i) for i in found])
+            scores = self.engine.relevance(query, [_words(i) for i in found], account=self.account)
             order = sorted(range(len(found)), key=lambda n: -scores[n])
             return [(found[n], scores[n]) for n in order]
         texts = [self._embedded(i) for i in found]
         flat = [t for some in texts for t in some]
-        scores = self.engine.relevance(query, flat, embed=self.embeddings)
+        scores = self.engine.relevance(query, flat, embed=self.embeddings, account=self.account)
         by_text = dict(zip(flat, scores, strict=True))
         best = [max((by_text[t] for t in some), default=None) for some in texts]
         order = sorted(range(len(found)), key=lambda n: (best[n] is None, -(best[n] or 0.0)))
