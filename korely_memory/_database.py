@@ -102,6 +102,8 @@ def resolve_url(url: str | URL | None) -> URL:
         ) from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
+    elif parsed.drivername.startswith("postgres+"):  # SQLAlchemy knows "postgres" bare only
+        parsed = parsed.set(drivername="postgresql+" + parsed.drivername.split("+", 1)[1])
     _check_supported(parsed)
     path = parsed.database
     if parsed.get_backend_name() == "sqlite" and path and path.startswith("~"):

@@ -127,17 +127,20 @@ class _Semantic:
     def scores(
         self, query: str, docs: Sequence[str], conn: Connection | None, account: str | None
     ) -> list[float]:
-        found = {d: v for d in docs if (v := self._cache.get(d)) is not None}
+        # Kept per account, as in the database: one account's vectors say nothing of another's
+        # texts, and each account's are saved under it.
+        mine = "" if account is None else account + _ACCOUNT_END
+        found = {d: v for d in docs if (v := self._cache.get(mine + d)) is not None}
         missing = [d for d in dict.fromkeys(docs) if d not in found]
         kept = self._model is not None and account is not None
         if missing and conn is not None and kept:
             assert self._model is not None and account is not None
             for doc, vector in _vectors.load(conn, account, self._model, missing).items():
-                found[doc] = self._cache.put(doc, vector)
+                found[doc] = self._cache.put(mine + doc, vector)
             missing = [d for d in missing if d not in found]
         if missing:
             for doc, vector in zip(missing, self._documents(missing), strict=True):
-                found[doc] = self._cache.put(doc, list(vector))
+                found[doc] = self._cache.put(mine + doc, list(vector))
                 if kept:
                     assert account is not None
                     with self._lock:
@@ -152,6 +155,9 @@ class _Semantic:
             todo, self.unsaved = self.unsaved, {}
         if todo:
             _vectors.save(conn, self._model, todo)
+
+
+_ACCOUNT_END = "\x1f"  # after the account in a cached vector's key: never in a name
 
 
 def _account_of(found: Sequence[Fact]) -> str | None:

@@ -104,6 +104,7 @@ def test_another_driver_of_sqlite_or_postgresql_is_refused_by_name(
         ("postgresql://korely@127.0.0.1/test", "postgresql+psycopg://korely@127.0.0.1/test"),
         ("postgres://korely@127.0.0.1/test", "postgresql+psycopg://korely@127.0.0.1/test"),
         ("postgresql+psycopg://korely@127.0.0.1/test", None),
+        ("postgres+psycopg://korely@127.0.0.1/test", "postgresql+psycopg://korely@127.0.0.1/test"),
         ("sqlite:///memory.db", None),
         ("sqlite+pysqlite:///memory.db", None),
         ("sqlite://", None),

@@ -27,6 +27,7 @@ from korely_memory._migrations import (
     state,
 )
 from korely_memory._schema import Base
+from korely_memory._vectors import text_hash
 
 from .helpers import statements
 
@@ -326,6 +327,48 @@ def test_revision_0008_numbers_on_from_where_the_database_was(
         assert engine.remember(giulia, "diet", "Giulia is vegan").id > last_fact
         assert engine.add_memory(giulia, "Giulia asked about buses").id > last_memory
         assert [f.key for f in engine.get_facts(giulia)] == ["diet", "home-city"]
+
+
+class _Toy:
+    """An embedder of two dimensions: enough for vectors to be kept."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[float(len(t)), 1.0] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [float(len(text)), 1.0]
+
+
+def test_revision_0008_keeps_each_vector_under_the_accounts_that_hold_its_text(
+    db_url: str, db: Engine
+) -> None:
+    """Vectors were shared by every account with the same text: each goes to the accounts that
+    hold its text, a fact's or a memory's, and one whose text nobody holds any more goes."""
+    acme, globex = Identity("acme", "giulia", "bot"), Identity("globex", "bob", "bot")
+    with MemoryEngine(db_url, embed=_Toy(), embed_model="toy") as engine:
+        for who in (acme, globex):
+            engine.remember(who, "home-city", "Lives in Rome")
+        engine.remember(acme, "diet", "Giulia is vegan")
+        engine.add_memory(globex, "Bob asked about trains")
+        for who in (acme, globex):
+            engine.search(who, "Rome vegan trains")
+        with engine.db.connect() as conn:
+            before = {tuple(r) for r in conn.exec_driver_sql(VECTORS)}
+    home = text_hash("home city Lives in Rome")
+    assert {("acme", home), ("globex", home), ("acme", text_hash("diet Giulia is vegan"))} <= before
+    with schema_transaction(db) as conn:
+        command.downgrade(_alembic.config(conn), "0007")
+        shared = conn.exec_driver_sql("SELECT text_hash FROM korely_vectors").scalars().all()
+        conn.execute(
+            sa.text("INSERT INTO korely_vectors VALUES ('toy', :h, :v)"),
+            {"h": text_hash("a text nobody holds"), "v": b"\0" * 16},
+        )
+    assert sorted(shared) == sorted({h for _, h in before})  # home-city's once, for both
+    with MemoryEngine(db_url, auto_upgrade=True) as engine, engine.db.connect() as conn:
+        assert {tuple(r) for r in conn.exec_driver_sql(VECTORS)} == before
+
+
+VECTORS = "SELECT account, text_hash FROM korely_vectors"
 
 
 def test_an_older_database_is_upgraded_at_start_on_sqlite_only_by_default(

@@ -294,6 +294,25 @@ def test_erasure_takes_the_vectors_of_what_it_erases(db_url: str, giulia: Identi
         assert vector_count(engine) == 0
 
 
+def test_each_account_keeps_the_vectors_of_its_own_texts(db_url: str) -> None:
+    """Two accounts hold the same text: each embeds it once and keeps the vector under its own
+    name, though one process serves both (a vector another account computed is not used)."""
+    embed = Embeddings()
+    acme, globex = Identity("acme", "giulia", "bot"), Identity("globex", "bob", "bot")
+    with MemoryEngine(db_url, embed=embed, embed_model="toy-v1") as engine:
+        for who in (acme, globex):
+            engine.remember(who, "home", "Lives in Rome")
+            assert engine.search(who, "Where does she live?").facts
+        assert embed.documents.count("home Lives in Rome") == 2
+        with engine.db.connect() as conn:
+            kept = conn.exec_driver_sql(
+                "SELECT account, count(*) FROM korely_vectors GROUP BY account ORDER BY account"
+            ).all()
+        assert [tuple(r) for r in kept] == [("acme", 1), ("globex", 1)]
+        engine.erase_user("acme", "giulia")
+        assert vector_count(engine) == 1  # globex's is its own
+
+
 def vector_count(engine: MemoryEngine) -> Any:
     with engine.db.connect() as conn:
         return conn.execute(sa.text("SELECT count(*) FROM korely_vectors")).scalar_one()

@@ -284,6 +284,8 @@ class ItemMethods(EngineCore):
         if not isinstance(query, str):
             raise InvalidRequest("query", f"must be a string, not {type(query).__name__}")
         check_embed(embed)
+        if account is not None:
+            _validation.name("account", account)
         ranking = self._ranking if embed is None else self._store_ranking(embed)
         scores = self._read(lambda conn: ranking.scores(query, list(texts), conn, account))
         if embed is None:

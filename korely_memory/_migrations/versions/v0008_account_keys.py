@@ -3,15 +3,17 @@
 Distributed PostgreSQL (Citus) and PostgreSQL's own partitioning require the primary key and
 every unique index of a distributed table to hold the column it is distributed by, and a foreign
 key between two such tables to hold it too. This revision makes ``(account, id)`` the key of
-``korely_facts``, ``korely_memories`` and ``korely_erasures``, and widens the five foreign keys
+``korely_facts``, ``korely_memories`` and ``korely_erasures``, and widens the six foreign keys
 that named a bare id to ``(id, account)``: ``replaced_by_id``, ``source_memory_id``,
 ``replies_to``, the word indexes' ids and the read marks' ``fact_id``. The three links that were
 ``ON DELETE SET NULL`` have no action now (such a database refuses SET NULL on a key that holds
 the account): the engine clears them before the row they name goes.
 
-``korely_vectors`` gains ``account``: a vector is kept for each account that has its text. The
-vectors kept before are copied to every account of the database (a vector holds no words, and
-each account now finds only its own).
+``korely_vectors`` gains ``account``: each account keeps the vectors of its own texts, which an
+erasure in it deletes, and finds no other's. A vector kept before goes to every account that holds
+its text (the digests of the facts' and memories' texts are worked out in Python); one whose text
+no account holds is not kept. SQL printed for a reviewer (``korely db upgrade --sql``) keeps none:
+each is embedded again when a read first needs it.
 
 On SQLite only its rowid is numbered, so ``id`` stays the key there, with a unique index on
 ``(id, account)`` for the foreign keys; the tables are copied (batch mode) to change their
@@ -24,10 +26,11 @@ Revises: 0007
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import op
+from alembic import context, op
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 revision = "0008"
@@ -35,6 +38,7 @@ down_revision = "0007"
 branch_labels = None
 depends_on = None
 
+_BATCH = 1000
 _ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 _NAME = sa.String(length=255)
 _MOMENT = sa.DateTime(timezone=True)
@@ -296,14 +300,45 @@ def _vectors_per_account() -> None:
         sa.Column("vector", sa.LargeBinary(), nullable=False),
         sa.PrimaryKeyConstraint("account", "model", "text_hash", name="pk_korely_vectors"),
     )
-    op.execute(
-        "INSERT INTO korely_vectors (account, model, text_hash, vector)"
-        " SELECT a.account, v.model, v.text_hash, v.vector FROM korely_vectors_0007 v"
-        " CROSS JOIN (SELECT account FROM korely_facts"
-        " UNION SELECT account FROM korely_memories) a"
-    )
+    if not context.is_offline_mode():  # SQL printed for a reviewer cannot digest texts
+        _keep_vectors_of_their_texts(op.get_bind())
     op.drop_table("korely_vectors_0007")
     op.create_index("ix_korely_vectors_text", "korely_vectors", ["account", "text_hash"])
+
+
+def _keep_vectors_of_their_texts(conn: sa.Connection) -> None:
+    """Each vector kept before, under every account that holds its text (by the digest of a
+    fact's findable text or content, or of a memory's): an account gets only the vectors of its
+    own texts, and one that holds none of a vector's texts gets nothing of it."""
+    keep = sa.text(
+        "INSERT INTO korely_vectors (account, model, text_hash, vector)"
+        " SELECT CAST(:account AS VARCHAR(255)), model, text_hash, vector"
+        " FROM korely_vectors_0007 v"
+        " WHERE text_hash IN :hashes AND NOT EXISTS (SELECT 1 FROM korely_vectors k"
+        " WHERE k.account = CAST(:account AS VARCHAR(255))"
+        " AND k.model = v.model AND k.text_hash = v.text_hash)"
+    ).bindparams(sa.bindparam("hashes", expanding=True))
+    for table, key in (("korely_facts", "key"), ("korely_memories", "NULL")):
+        page = sa.text(
+            f"SELECT id, account, {key}, content FROM {table}"
+            f" WHERE id > :last AND content <> '' ORDER BY id LIMIT {_BATCH}"
+        )
+        last = 0
+        while rows := conn.execute(page, {"last": last}).all():
+            texts: dict[str, set[str]] = {}
+            for _, account, fact_key, content in rows:
+                said = texts.setdefault(account, set())
+                said.add(_digest(content))
+                if fact_key is not None:  # as ``_words.findable`` makes it
+                    said.add(_digest(f"{fact_key.replace('-', ' ')} {content}"))
+            for account, hashes in sorted(texts.items()):
+                conn.execute(keep, {"account": account, "hashes": sorted(hashes)})
+            last = rows[-1][0]
+
+
+def _digest(text: str) -> str:
+    """The key a text's vector is kept under (``_vectors.text_hash``)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def downgrade() -> None:
