@@ -748,12 +748,14 @@ def scrub(engine: Engine, url: URL, tables: Sequence[sa.Table], wait: float) -> 
 
 
 def _rewritable(conn: Connection, tables: Sequence[sa.Table]) -> bool:
-    """Whether this role may rewrite every one of ``tables``: VACUUM skips one it does not own
-    with only a warning."""
+    """Whether this role may rewrite every one of ``tables``, and every partition of one
+    (``korely db create --partitions``): VACUUM skips one it does not own with only a warning."""
     return bool(
         conn.exec_driver_sql(
-            "SELECT bool_and(to_regclass(t) IS NOT NULL AND pg_has_role(c.relowner, 'USAGE')) "
-            "FROM unnest(%(names)s::text[]) AS t LEFT JOIN pg_class c ON c.oid = to_regclass(t)",
+            "SELECT bool_and(to_regclass(t) IS NOT NULL AND NOT EXISTS ("
+            " SELECT 1 FROM pg_partition_tree(to_regclass(t)) p"
+            " JOIN pg_class c ON c.oid = p.relid WHERE NOT pg_has_role(c.relowner, 'USAGE')))"
+            " FROM unnest(%(names)s::text[]) AS t",
             {"names": [table.name for table in tables]},
         ).scalar()
     )

@@ -23,6 +23,7 @@ from korely_memory import (
     PermissionDenied,
     _cache,
     _database,
+    _migrations,
     _versions,
 )
 from korely_memory._schema import Base
@@ -497,3 +498,33 @@ def test_no_word_of_an_erased_excerpt_stays_in_the_sqlite_file(
         gc.collect()
         kept = [o for o in gc.get_objects() if isinstance(o, Memory)]
         assert not [m.id for m in kept if SECRET in m.content]
+
+
+@pytest.mark.new_database
+def test_postgresql_scrub_needs_to_own_every_partition_of_a_table(postgresql_url: str) -> None:
+    """On tables partitioned by account (``korely db create --partitions``), VACUUM FULL of a
+    table rewrites its partitions, and skips, with only a warning, one its role does not own."""
+    made = _database.create(_database.resolve_url(postgresql_url))
+    with _migrations.schema_transaction(made) as conn:
+        _migrations.create_partitioned(conn, 4)
+    tables = list(Base.metadata.sorted_tables)
+    try:
+        with made.connect() as conn:
+            conn.exec_driver_sql(CREATE_GUEST)
+            schema = conn.exec_driver_sql("SELECT current_schema()").scalar_one()
+            owned = [t.name for t in tables] + [f"{t.name}_p{i}" for t in tables for i in range(4)]
+            for name in owned:
+                if conn.exec_driver_sql("SELECT to_regclass(%s)", (name,)).scalar() is not None:
+                    conn.exec_driver_sql(f'ALTER TABLE "{name}" OWNER TO {GUEST}')
+            conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{schema}" TO {GUEST}')
+            conn.exec_driver_sql(f"SET ROLE {GUEST}")
+            assert _database._rewritable(conn, tables) is True
+            conn.exec_driver_sql("RESET ROLE")
+            conn.exec_driver_sql("ALTER TABLE korely_facts_p2 OWNER TO CURRENT_USER")
+            conn.exec_driver_sql(f"SET ROLE {GUEST}")
+            assert _database._rewritable(conn, tables) is False
+            conn.exec_driver_sql("RESET ROLE")
+            conn.exec_driver_sql(f'REVOKE USAGE ON SCHEMA "{schema}" FROM {GUEST}')
+            conn.rollback()
+    finally:
+        made.dispose()
