@@ -157,31 +157,22 @@ def memory_tables(url: str) -> list[str]:
 
 
 @pytest.mark.new_database
-def test_a_postgresql_older_than_12_is_refused_before_anything_is_written(
-    postgresql_url: str,
+@pytest.mark.parametrize(
+    ("version", "said"),
+    [
+        (POSTGRES_11, "the server is PostgreSQL 11.22, older than 12"),
+        (COCKROACH, f"the server is not PostgreSQL (its version() is {COCKROACH!r})"),
+    ],
+    ids=["postgresql-11", "cockroachdb"],
+)
+def test_a_server_too_old_or_not_postgresql_is_refused_before_anything_is_written(
+    postgresql_url: str, version: str, said: str
 ) -> None:
-    with server_says(POSTGRES_11), pytest.raises(InvalidRequest) as refused:
+    with server_says(version), pytest.raises(InvalidRequest) as refused:
         MemoryEngine(postgresql_url)
     assert refused.value.field == "url"
-    assert str(refused.value) == (
-        f"url: the server is PostgreSQL 11.22, older than 12: the engine runs on {SUPPORTED} "
-        "(postgresql://...)"
-    )
+    assert str(refused.value) == f"url: {said}: the engine runs on {SUPPORTED} (postgresql://...)"
     assert memory_tables(postgresql_url) == []  # and no connection is left open (conftest)
-
-
-@pytest.mark.new_database
-def test_a_server_that_is_not_postgresql_is_refused_naming_what_it_is(
-    postgresql_url: str,
-) -> None:
-    with server_says(COCKROACH), pytest.raises(InvalidRequest) as refused:
-        MemoryEngine(postgresql_url)
-    assert refused.value.field == "url"
-    assert str(refused.value) == (
-        f"url: the server is not PostgreSQL (its version() is {COCKROACH!r}): the engine runs on "
-        f"{SUPPORTED} (postgresql://...)"
-    )
-    assert memory_tables(postgresql_url) == []
 
 
 def test_a_current_postgresql_is_taken(postgresql_url: str) -> None:
