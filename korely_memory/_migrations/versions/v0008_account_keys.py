@@ -63,18 +63,25 @@ def _fk(table: str, column: str, referred: str) -> str:
     return f"fk_{table}_{column}_{referred}"
 
 
+def _keyed(widened: bool) -> list[str]:
+    """What a link names besides the id: the account, once this revision widens it."""
+    return ["account"] if widened else []
+
+
+def _action(ondelete: str, *, widened: bool) -> str | None:
+    """A link's ON DELETE: a widened one sets nothing NULL (the engine clears it first)."""
+    return None if widened and ondelete == "SET NULL" else ondelete
+
+
 def _link(table: str, column: str, referred: str, *, widened: bool) -> sa.ForeignKeyConstraint:
     """The foreign key of ``column`` as revision 0007 left it, or as this one makes it."""
     ondelete = {(t, c): d for t, c, _, d in _LINKS}[table, column]
-    if not widened:
-        return sa.ForeignKeyConstraint(
-            [column], [f"{referred}.id"], name=_fk(table, column, referred), ondelete=ondelete
-        )
+    also = _keyed(widened)
     return sa.ForeignKeyConstraint(
-        [column, "account"],
-        [f"{referred}.id", f"{referred}.account"],
+        [column, *also],
+        [f"{referred}.{c}" for c in ("id", *also)],
         name=_fk(table, column, referred),
-        ondelete=None if ondelete == "SET NULL" else ondelete,
+        ondelete=_action(ondelete, widened=widened),
     )
 
 
@@ -239,7 +246,7 @@ def upgrade() -> None:
     if op.get_context().dialect.name == "sqlite":
         _links_on_sqlite(widened=True)
     else:
-        _keys_on_postgresql()
+        _keys_on_postgresql(widened=True)
     _vectors_per_account()
 
 
@@ -270,39 +277,51 @@ def _links_on_sqlite(*, widened: bool) -> None:
             op.execute(str(CreateIndex(index).compile(dialect=dialect)))
 
 
-def _keys_on_postgresql() -> None:
+def _keys_on_postgresql(*, widened: bool) -> None:
+    """Change the keys in place: the account in each numbered table's and each link's
+    (``widened``), or out of them again."""
+    also = _keyed(widened)
     for table, column, referred, _ in _LINKS:
         op.drop_constraint(_fk(table, column, referred), table, type_="foreignkey")
     for table in _NUMBERED:
         op.drop_constraint(f"pk_{table}", table, type_="primary")
-        op.create_primary_key(f"pk_{table}", table, ["account", "id"])
+        op.create_primary_key(f"pk_{table}", table, [*also, "id"])
     for table, column, referred, ondelete in _LINKS:
         op.create_foreign_key(
             _fk(table, column, referred),
             table,
             referred,
-            [column, "account"],
-            ["id", "account"],
-            ondelete=None if ondelete == "SET NULL" else ondelete,
+            [column, *also],
+            ["id", *also],
+            ondelete=_action(ondelete, widened=widened),
         )
 
 
-def _vectors_per_account() -> None:
+def _vectors_anew(*, per_account: bool) -> str:
+    """Set ``korely_vectors`` aside and make it again, keyed by account too (``per_account``) or
+    not; returns the name of the old one, to copy from and drop."""
+    aside = "korely_vectors_0007" if per_account else "korely_vectors_0008"
     op.drop_index("ix_korely_vectors_text", table_name="korely_vectors")
-    op.rename_table("korely_vectors", "korely_vectors_0007")
+    op.rename_table("korely_vectors", aside)
     if op.get_context().dialect.name != "sqlite":  # its name is the index's, one per schema
-        op.drop_constraint("pk_korely_vectors", "korely_vectors_0007", type_="primary")
+        op.drop_constraint("pk_korely_vectors", aside, type_="primary")
+    also = _keyed(per_account)
     op.create_table(
         "korely_vectors",
-        sa.Column("account", _NAME, nullable=False),
+        *(sa.Column(c, _NAME, nullable=False) for c in also),
         sa.Column("model", _NAME, nullable=False),
         sa.Column("text_hash", sa.String(length=64), nullable=False),
         sa.Column("vector", sa.LargeBinary(), nullable=False),
-        sa.PrimaryKeyConstraint("account", "model", "text_hash", name="pk_korely_vectors"),
+        sa.PrimaryKeyConstraint(*also, "model", "text_hash", name="pk_korely_vectors"),
     )
+    return aside
+
+
+def _vectors_per_account() -> None:
+    aside = _vectors_anew(per_account=True)
     if not context.is_offline_mode():  # SQL printed for a reviewer cannot digest texts
         _keep_vectors_of_their_texts(op.get_bind())
-    op.drop_table("korely_vectors_0007")
+    op.drop_table(aside)
     op.create_index("ix_korely_vectors_text", "korely_vectors", ["account", "text_hash"])
 
 
@@ -342,34 +361,16 @@ def _digest(text: str) -> str:
 
 
 def downgrade() -> None:
-    op.drop_index("ix_korely_vectors_text", table_name="korely_vectors")
-    op.rename_table("korely_vectors", "korely_vectors_0008")
-    if op.get_context().dialect.name != "sqlite":
-        op.drop_constraint("pk_korely_vectors", "korely_vectors_0008", type_="primary")
-    op.create_table(
-        "korely_vectors",
-        sa.Column("model", _NAME, nullable=False),
-        sa.Column("text_hash", sa.String(length=64), nullable=False),
-        sa.Column("vector", sa.LargeBinary(), nullable=False),
-        sa.PrimaryKeyConstraint("model", "text_hash", name="pk_korely_vectors"),
-    )
+    aside = _vectors_anew(per_account=False)
     op.execute(
         "INSERT INTO korely_vectors (model, text_hash, vector)"
         " SELECT model, text_hash, vector FROM korely_vectors_0008 v"
         " WHERE account = (SELECT min(account) FROM korely_vectors_0008 w"
         " WHERE w.model = v.model AND w.text_hash = v.text_hash)"
     )
-    op.drop_table("korely_vectors_0008")
+    op.drop_table(aside)
     op.create_index("ix_korely_vectors_text", "korely_vectors", ["text_hash"])
     if op.get_context().dialect.name == "sqlite":
         _links_on_sqlite(widened=False)
-        return
-    for table, column, referred, _ in _LINKS:
-        op.drop_constraint(_fk(table, column, referred), table, type_="foreignkey")
-    for table in _NUMBERED:
-        op.drop_constraint(f"pk_{table}", table, type_="primary")
-        op.create_primary_key(f"pk_{table}", table, ["id"])
-    for table, column, referred, ondelete in _LINKS:
-        op.create_foreign_key(
-            _fk(table, column, referred), table, referred, [column], ["id"], ondelete=ondelete
-        )
+    else:
+        _keys_on_postgresql(widened=False)
