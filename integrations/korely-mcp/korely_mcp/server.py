@@ -117,11 +117,17 @@ def caller_from_token() -> Caller:
 
     Raises:
         PermissionDenied: The request carries no token the token file vouched for (the
-            middleware lets none through; this is the second lock).
+            middleware lets none through; this is the second lock), or its token serves any
+            user of the account: the tools work for one person, whom MCP has no way to name.
     """
     token = get_access_token()
     if not isinstance(token, CallerToken):
         raise PermissionDenied("This request carries no valid bearer token.")
+    if token.caller.any_user:
+        raise PermissionDenied(
+            "This token serves any user of the account, through the REST API where each "
+            "request names the user; MCP tools work for one person: use a token for that person."
+        )
     return token.caller
 
 

@@ -15,6 +15,12 @@ The operator keeps a JSON file such as::
       ]
     }
 
+Two fields may be added to an entry, both false when absent: ``"any_user": true`` (with
+``"user": null``) for an application's backend that serves every user of the account and names
+one in each request, and ``"admin": true`` for an administrator (``user`` names them). Both are
+read by the REST server (``korely-server``); MCP tools work for one person, so a token for any
+user is refused there.
+
 The file holds no token, only its hash: `new_token()` makes a token and `hash_token()` its
 hash (``korely-mcp new-token`` on the command line). A request's identity is the entry its
 token's hash matches; `TokenFile` is the SDK's `TokenVerifier` for it. The file is read
@@ -49,6 +55,7 @@ __all__ = ["CallerToken", "TokenFile", "hash_token", "new_token", "read_token_fi
 logger = logging.getLogger("korely_mcp")
 
 _FIELDS = ("name", "sha256", "account", "user", "agent", "reader")
+_FLAGS = ("any_user", "admin")
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -134,10 +141,14 @@ def _entry(entry: Any, where: str, path: str | os.PathLike[str]) -> tuple[str, C
     if not isinstance(entry, dict):
         raise InvalidRequest(where, f"must be an object with {', '.join(_FIELDS)} in {path}")
     missing = [f for f in _FIELDS if f not in entry]
-    other = sorted(set(entry) - set(_FIELDS))
+    other = sorted(set(entry) - set(_FIELDS) - set(_FLAGS))
     if missing or other:
         said = f"lacks {', '.join(missing)}" if missing else f"has unknown {', '.join(other)}"
-        raise InvalidRequest(where, f"{said} in {path} (an entry has {', '.join(_FIELDS)})")
+        raise InvalidRequest(
+            where,
+            f"{said} in {path} (an entry has {', '.join(_FIELDS)}, and may have "
+            f"{' and '.join(_FLAGS)})",
+        )
     digest = entry["sha256"]
     if not isinstance(digest, str) or not _HEX.fullmatch(digest.lower()):
         raise InvalidRequest(f"{where}.sha256", f"must be 64 hex digits (a SHA-256) in {path}")
@@ -148,7 +159,17 @@ def _entry(entry: Any, where: str, path: str | os.PathLike[str]) -> tuple[str, C
     except InvalidRequest as error:
         said = error.message.removeprefix(f"{error.field}: ")
         raise InvalidRequest(f"{where}.{error.field}", f"{said} (in {path})") from None
-    return digest.lower(), Caller(who, reader, name)
+    flags = {flag: entry.get(flag, False) for flag in _FLAGS}
+    for flag, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidRequest(f"{where}.{flag}", f"must be true or false in {path}")
+    if flags["any_user"] and who.user is not None:
+        raise InvalidRequest(
+            f"{where}.user", f"must be null in an entry for any user of the account in {path}"
+        )
+    if flags["admin"] and who.user is None:
+        raise InvalidRequest(f"{where}.user", f"must name the administrator in {path}")
+    return digest.lower(), Caller(who, reader, name, **flags)
 
 
 def _name(field: str, value: Any) -> str:
@@ -182,10 +203,14 @@ class TokenFile:
     def __len__(self) -> int:
         return len(self._current().callers)
 
+    def caller(self, token: str) -> Caller | None:
+        """The caller ``token`` is mapped to, or None when the file does not list it."""
+        return self._current().callers.get(hash_token(token))
+
     async def verify_token(self, token: str) -> AccessToken | None:
         """The caller of ``token``, or None (the request is then refused with 401)."""
         digest = hash_token(token)
-        caller = self._current().callers.get(digest)
+        caller = self.caller(token)
         if caller is None:
             logger.info("refused a request whose bearer token is not in %s", self.path)
             return None

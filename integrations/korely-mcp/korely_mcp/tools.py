@@ -64,11 +64,18 @@ class Caller:
         reader: The client's name as a reader: it is told once of changes to facts it read.
         name: Whose calls acknowledge its held notices: one per client (a token's name over
             HTTP). Two clients with one name would acknowledge each other's notices.
+        any_user: The token serves every user of the account (an application's backend,
+            which names the user in each request to the REST server); ``who.user`` is None.
+            MCP tools work for one person and refuse such a caller.
+        admin: The token's user administers the account: the REST server lets it review
+            proposals and reach every user of the account.
     """
 
     who: Identity
     reader: str
     name: str = "stdio"
+    any_user: bool = False
+    admin: bool = False
 
 
 class KorelyTools:

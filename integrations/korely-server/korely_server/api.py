@@ -1,0 +1,361 @@
+"""The REST API, under ``/v1``: the engine's calls, each for the caller its token names.
+
+Routes are plain functions: FastAPI runs them in its thread pool, as the engine's calls block.
+Who a call works on comes from `_auth.person` (the token, and ``user_id`` where the token may
+name any user); the engine checks every name and argument, and its errors become the JSON
+errors `app` draws.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse
+
+from korely_mcp import Caller
+from korely_memory import (
+    Fact,
+    Identity,
+    InvalidRequest,
+    MemoryEngine,
+    NotCurrent,
+    NotFound,
+    PermissionDenied,
+    limits,
+)
+from korely_memory._validation import moment_text
+
+from . import _models as out
+from ._auth import caller_of, person, reaches_everyone, require_admin
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1")
+
+CallerDep = Annotated[Caller, Depends(caller_of)]
+UserId = Annotated[
+    str | None,
+    Query(description="Whose memory: required with a token for any user of the account."),
+]
+Reader = Annotated[
+    str | None,
+    Query(description="The reader name to read under (default: the token's)."),
+]
+PAGE = 100
+PAGE_MOST = 500
+
+
+def engine_of(request: Request) -> MemoryEngine:
+    engine: MemoryEngine = request.app.state.engine
+    return engine
+
+
+EngineDep = Annotated[MemoryEngine, Depends(engine_of)]
+
+
+def _moment(field: str, text: str | None) -> dt.date | dt.datetime | None:
+    if text is None:
+        return None
+    try:
+        return moment_text(text)
+    except ValueError:
+        raise InvalidRequest(
+            field, f"must be a date (2026-03-01) or an ISO 8601 time, got {text!r}"
+        ) from None
+
+
+def _reader(caller: Caller, reader: str | None) -> str:
+    if reader is None:
+        return caller.reader
+    checked = limits.check_reader(reader)
+    assert checked is not None
+    return checked
+
+
+def _version(engine: MemoryEngine, who: Identity, fact_id: int) -> Fact:
+    """The version ``fact_id`` among those ``who`` can see, current or ended."""
+    for version in engine.get_facts(who, include_invalidated=True):
+        if version.id == fact_id:
+            return version
+    raise NotFound(f"no fact {fact_id} in this memory")
+
+
+def _current(engine: MemoryEngine, who: Identity, fact_id: int) -> Fact:
+    """The version ``fact_id``, which must still be its key's true one."""
+    version = _version(engine, who, fact_id)
+    if not version.is_current:
+        now = [f for f in engine.get_facts(who) if f.key == version.key]
+        raise NotCurrent(
+            f"fact {fact_id} has ended ({version.end_cause}); "
+            + (f"fact {now[0].id} holds for its key now" if now else "nothing holds for its key"),
+            now[0].id if now else None,
+        )
+    return version
+
+
+@router.get("/context", summary="The context block: the facts true now, fitted to a budget")
+def get_context(
+    engine: EngineDep,
+    caller: CallerDep,
+    request: Request,
+    user_id: UserId = None,
+    query: Annotated[str | None, Query(description="The person's message.")] = None,
+    reader: Reader = None,
+    token_budget: Annotated[int | None, Query(description="50 to 8000")] = None,
+    changes: Annotated[
+        list[str] | None, Query(description="'all', or end causes such as 'corrected'")
+    ] = None,
+    as_of: Annotated[str | None, Query(description="What was true in the world then")] = None,
+    known_as_of: Annotated[str | None, Query(description="What the store knew then")] = None,
+) -> out.ContextOut:
+    who = person(caller, user_id)
+    block = engine.get_context(
+        who,
+        query,
+        reader=_reader(caller, reader),
+        token_budget=request.app.state.token_budget if token_budget is None else token_budget,
+        changes=None if changes is None else (changes[0] if changes == ["all"] else changes),
+        as_of=_moment("as_of", as_of),
+        known_as_of=_moment("known_as_of", known_as_of),
+    )
+    return out.context(block)
+
+
+def _cursor(text: str | None) -> tuple[str, int] | None:
+    if text is None:
+        return None
+    try:
+        key, _, fid = base64.urlsafe_b64decode(text.encode()).decode().rpartition("\x00")
+        return key, int(fid)
+    except (binascii.Error, UnicodeError, ValueError):
+        raise InvalidRequest("cursor", "is not a cursor this list gave") from None
+
+
+def _next_cursor(version: Fact) -> str:
+    return base64.urlsafe_b64encode(f"{version.key}\x00{version.id}".encode()).decode()
+
+
+@router.get("/facts", summary="The facts, in key order (each key's versions newest first)")
+def get_facts(
+    engine: EngineDep,
+    caller: CallerDep,
+    user_id: UserId = None,
+    reader: Reader = None,
+    as_of: str | None = None,
+    known_as_of: str | None = None,
+    include_invalidated: bool = False,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MOST)] = PAGE,
+    cursor: Annotated[str | None, Query(description="next_cursor of the page before")] = None,
+) -> out.FactPage:
+    who = person(caller, user_id)
+    after = _cursor(cursor)
+    found = engine.get_facts(
+        who,
+        as_of=_moment("as_of", as_of),
+        known_as_of=_moment("known_as_of", known_as_of),
+        include_invalidated=include_invalidated,
+        reader=_reader(caller, reader),
+    )
+    # Key order, then newest first: a page ends at a (key, id) that later writes never move.
+    found.sort(key=lambda f: (f.key, -f.id))
+    if after is not None:
+        found = [f for f in found if (f.key, -f.id) > (after[0], -after[1])]
+    page = found[:limit]
+    more = len(found) > limit
+    return out.FactPage(
+        facts=[out.fact(f) for f in page], next_cursor=_next_cursor(page[-1]) if more else None
+    )
+
+
+@router.post("/facts", status_code=201, summary="Remember a fact (replacing its key's)")
+def remember(
+    engine: EngineDep,
+    caller: CallerDep,
+    request: Request,
+    body: out.RememberBody,
+    user_id: UserId = None,
+) -> out.FactOut:
+    who = person(caller, user_id)
+    written = engine.remember(
+        who,
+        body.key,
+        body.content,
+        scope=body.scope,
+        valid_from=body.valid_from,
+        valid_until=body.valid_until,
+        reader=caller.reader,
+        max_facts=request.app.state.max_facts,
+    )
+    return out.fact(written)
+
+
+FactId = Annotated[int, Path(ge=1, description="A fact version's id")]
+
+
+@router.patch("/facts/{fact_id}", summary="Correct a fact: a new version under its key")
+def correct(
+    engine: EngineDep,
+    caller: CallerDep,
+    fact_id: FactId,
+    body: out.CorrectBody,
+    user_id: UserId = None,
+) -> out.FactOut:
+    who = person(caller, user_id)
+    version = _current(engine, who, fact_id)
+    written = engine.correct(
+        who,
+        version.key,
+        body.content,
+        valid_from=body.valid_from,
+        valid_until=body.valid_until,
+        reader=caller.reader,
+    )
+    return out.fact(written)
+
+
+@router.post("/facts/{fact_id}/forget", summary="Forget a fact (erase: its words too)")
+def forget(
+    engine: EngineDep,
+    caller: CallerDep,
+    fact_id: FactId,
+    body: out.ForgetBody | None = None,
+    user_id: UserId = None,
+) -> out.ForgetOut:
+    who = person(caller, user_id)
+    asked = body or out.ForgetBody.model_validate({})
+    version = _current(engine, who, fact_id)
+    ended = engine.forget(who, version.key, at=asked.at, erase=asked.erase, reader=caller.reader)
+    return out.ForgetOut(fact=out.fact(ended))
+
+
+@router.get("/facts/{fact_id}/history", summary="Every version of the fact's key, oldest first")
+def history(
+    engine: EngineDep, caller: CallerDep, fact_id: FactId, user_id: UserId = None
+) -> out.FactsOut:
+    who = person(caller, user_id)
+    version = _version(engine, who, fact_id)
+    return out.FactsOut(facts=[out.fact(f) for f in engine.history(who, version.key)])
+
+
+@router.post("/memories", status_code=201, summary="Keep a memory: free text for recall")
+def add_memory(
+    engine: EngineDep, caller: CallerDep, body: out.MemoryBody, user_id: UserId = None
+) -> out.MemoryOut:
+    return out.memory(engine.add_memory(person(caller, user_id), body.content))
+
+
+@router.post("/memories/search", summary="The memories about a query, best first")
+def search_memories(
+    engine: EngineDep, caller: CallerDep, body: out.SearchBody, user_id: UserId = None
+) -> out.MemoriesOut:
+    found = engine.search_memories(person(caller, user_id), body.query, limit=body.limit)
+    return out.MemoriesOut(memories=[out.memory(m) for m in found])
+
+
+@router.post("/memories/{memory_id}/forget", summary="Forget a memory, and what was read from it")
+def forget_memory(
+    engine: EngineDep,
+    caller: CallerDep,
+    memory_id: Annotated[int, Path(ge=1)],
+    user_id: UserId = None,
+) -> out.MemoryOut:
+    return out.memory(engine.forget_memory(person(caller, user_id), memory_id))
+
+
+@router.post("/search", summary="The facts and the memories about a query, best first")
+def search(
+    engine: EngineDep, caller: CallerDep, body: out.SearchBody, user_id: UserId = None
+) -> out.SearchOut:
+    return out.search(engine.search(person(caller, user_id), body.query, limit=body.limit))
+
+
+def _everyone(caller: Caller, what: str) -> None:
+    if not reaches_everyone(caller):
+        raise PermissionDenied(f"{what} needs a token for any user of the account, or an admin's")
+
+
+@router.delete("/agents/{agent_id:path}", summary="Delete what a reader name was handed")
+def delete_reader(
+    engine: EngineDep,
+    caller: CallerDep,
+    agent_id: Annotated[str, Path(description="The reader name")],
+) -> out.ReadMarksOut:
+    _everyone(caller, "deleting a reader's read marks")
+    reader = limits.check_reader(agent_id)
+    assert reader is not None
+    return out.ReadMarksOut(read_marks_deleted=engine.delete_reader(caller.who.account, reader))
+
+
+def _someone(caller: Caller, user_id: str) -> Identity:
+    who = person(caller, user_id)
+    if who.user is None:  # pragma: no cover - person() names a user when given one
+        raise InvalidRequest("user_id", "must name a person")
+    return who
+
+
+@router.delete("/users/{user_id:path}", summary="Erase a person: every trace, with the report")
+def erase_user(engine: EngineDep, caller: CallerDep, user_id: str) -> out.ErasureOut:
+    who = _someone(caller, user_id)
+    assert who.user is not None
+    return out.erasure(engine.erase_user(who.account, who.user))
+
+
+@router.get("/users/{user_id:path}/export", summary="Everything kept about a person, as JSON")
+def export_user(engine: EngineDep, caller: CallerDep, user_id: str) -> JSONResponse:
+    who = _someone(caller, user_id)
+    assert who.user is not None
+    body: dict[str, Any] = engine.export_user(who.account, who.user).to_dict()
+    return JSONResponse(body)
+
+
+@router.get("/proposals", summary="The review queue: account facts waiting, oldest first")
+def proposals(engine: EngineDep, caller: CallerDep) -> out.FactsOut:
+    admin = require_admin(caller)
+    return out.FactsOut(facts=[out.fact(f) for f in engine.proposals(admin.account)])
+
+
+@router.post("/proposals/{fact_id}/confirm", summary="Confirm a proposal: everyone sees it")
+def confirm(engine: EngineDep, caller: CallerDep, fact_id: FactId) -> out.FactOut:
+    return out.fact(engine.confirm(require_admin(caller), fact_id))
+
+
+@router.post("/proposals/{fact_id}/reject", summary="Reject a proposal: it ends, kept for review")
+def reject(engine: EngineDep, caller: CallerDep, fact_id: FactId) -> out.FactOut:
+    return out.fact(engine.reject(require_admin(caller), fact_id))
+
+
+@router.get("/approvals", summary="Captured facts held for the person's own approval")
+def pending(engine: EngineDep, caller: CallerDep, user_id: UserId = None) -> out.PendingListOut:
+    found = engine.pending(person(caller, user_id))
+    return out.PendingListOut(pending=[out.pending(p) for p in found])
+
+
+PendingId = Annotated[int, Path(ge=1)]
+
+
+@router.post("/approvals/{pending_id}/approve", summary="Approve a captured fact: it is written")
+def approve(
+    engine: EngineDep, caller: CallerDep, pending_id: PendingId, user_id: UserId = None
+) -> out.ApprovedOut:
+    written = engine.approve(person(caller, user_id), pending_id, reader=caller.reader)
+    return out.ApprovedOut(fact=out.fact(written) if written is not None else None)
+
+
+@router.post("/approvals/{pending_id}/decline", summary="Decline a captured fact: nothing is kept")
+def decline(
+    engine: EngineDep, caller: CallerDep, pending_id: PendingId, user_id: UserId = None
+) -> out.PendingOut:
+    return out.pending(engine.decline(person(caller, user_id), pending_id))
+
+
+@router.api_route(
+    "/{rest:path}",
+    methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
+    include_in_schema=False,
+)
+def unknown(rest: str) -> None:
+    raise NotFound(f"no route /v1/{rest}")

@@ -1,0 +1,153 @@
+"""The `korely-server` command.
+
+    korely-server --tokens /etc/korely/tokens.json [--host 127.0.0.1] [--port 8080] [--url URL]
+    korely-server new-token      # a token for a client, and the hash for the token file
+    korely-server hash-token     # the hash of a token read from stdin
+
+The database is ``--url``, else ``KORELY_DATABASE_URL``, else ``./korely-memory.db``; the token
+file ``--tokens``, else ``KORELY_SERVER_TOKENS``. The token file is `korely-mcp`'s, with two
+more fields an entry may carry: ``any_user`` and ``admin``. A database that does not open, or a
+token file that does not read, stops the command with one line saying why, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from korely_mcp import TokenFile, bind, run_http
+from korely_mcp import cli as mcp_cli
+from korely_mcp.server import endpoint
+from korely_memory import KorelyError, limits
+
+from .app import MAX_BODY, create_app
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns its exit status.
+
+    Args:
+        argv: The arguments, without the program's name (default: ``sys.argv[1:]``).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["new-token"], ["hash-token"]):
+        return mcp_cli.main(args)
+    parser = _parser()
+    options = parser.parse_args(args)
+    try:
+        _serve(parser, options)
+    except KorelyError as error:
+        parser.exit(2, f"korely-server: {error}\n")
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="korely-server",
+        description="korely-memory over HTTP: the REST API (/v1), MCP (/mcp) and the "
+        "administrator's page (/admin). Also: 'korely-server new-token' makes a token and its "
+        "hash; 'korely-server hash-token' hashes a token read from stdin.",
+    )
+    parser.add_argument("--url", help="the database (default: $KORELY_DATABASE_URL)")
+    parser.add_argument(
+        "--tokens",
+        default=os.environ.get("KORELY_SERVER_TOKENS"),
+        help="the token file (default: $KORELY_SERVER_TOKENS)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0: any)")
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host header to accept (name or name:port; repeat for more): off loopback, "
+        "turns the Host and Origin checks against DNS rebinding on",
+    )
+    parser.add_argument(
+        "--token-budget",
+        type=int,
+        default=limits.DEFAULT_BUDGET,
+        help=f"a block's budget when the request gives none (default: {limits.DEFAULT_BUDGET})",
+    )
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=limits.DEFAULT_HOLD.total_seconds(),
+        help="seconds an MCP block's change notices wait for the client's next call "
+        "(default: %(default)g)",
+    )
+    parser.add_argument("--max-facts", help="refuse a new key once a person keeps this many facts")
+    parser.add_argument(
+        "--max-body",
+        type=int,
+        default=MAX_BODY,
+        help="the largest request body taken, in bytes (default: %(default)d)",
+    )
+    return parser
+
+
+def _serve(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+    if not options.tokens:
+        parser.error("--tokens (or $KORELY_SERVER_TOKENS) must name the token file")
+    if options.max_body < 1024:
+        parser.error("--max-body must be at least 1024 bytes")
+    tokens = TokenFile(options.tokens)
+    try:
+        sock = bind(options.host, options.port)
+    except OSError as error:
+        parser.exit(1, f"korely-server: cannot listen on {options.host}:{options.port}: {error}\n")
+    try:
+        engine = mcp_cli.open_engine(options.url)
+    except KorelyError:
+        sock.close()
+        raise
+    try:
+        app = create_app(
+            engine,
+            tokens,
+            host=options.host,
+            port=sock.getsockname()[1],
+            allowed_hosts=options.allowed_host,
+            token_budget=options.token_budget,
+            hold=options.hold,
+            max_facts=mcp_cli._count(options.max_facts),
+            max_body=options.max_body,
+        )
+    except KorelyError:
+        sock.close()
+        engine.close()
+        raise
+    if not mcp_cli._is_loopback(options.host):
+        _warn(
+            f"serving plain HTTP on {options.host}: bearer tokens travel in clear text; put "
+            "the server behind a proxy that terminates TLS"
+        )
+        if not options.allowed_host:
+            _warn(
+                "Host and Origin headers are not checked (DNS rebinding); name the server's "
+                "host names with --allowed-host"
+            )
+    print(
+        f"korely-server: serving {endpoint(sock, '')} (REST /v1, MCP /mcp, admin /admin) "
+        f"for {len(tokens)} token(s)",
+        file=sys.stderr,
+        flush=True,
+    )
+    mcp_cli._log_to_stderr()
+    try:
+        anyio.run(run_http, app, sock)
+    finally:
+        engine.close()
+
+
+def _warn(message: str) -> None:
+    print(f"korely-server: warning: {message}", file=sys.stderr, flush=True)

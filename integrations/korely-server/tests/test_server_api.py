@@ -1,0 +1,424 @@
+"""The REST API of a running `korely-server`, on SQLite and PostgreSQL: every route, for the
+caller its token names, and every error as JSON with the status of its code."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from korely_memory import MemoryEngine
+
+from .servers import GIULIA, MARCO, Server, error_of, running
+
+HOME = {"key": "home-city", "content": "Giulia lives in Rome"}
+
+
+def ok(response: httpx.Response, status: int = 200) -> Any:
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+def test_every_route_works_for_the_person_its_token_names(db_url: str, tmp_path: Path) -> None:
+    with running(db_url, tmp_path) as server, server.client("giulia") as giulia:
+        rome = ok(giulia.post("/v1/facts", json=HOME), 201)
+        assert (rome["key"], rome["user"], rome["agent"]) == ("home-city", "giulia", GIULIA.agent)
+        assert rome["current"] and rome["scope"] == "user"
+
+        block = ok(giulia.get("/v1/context", params={"query": "Where does Giulia live?"}))
+        assert "Giulia lives in Rome" in block["text"]
+        assert block["text"] == block["stable"] + "\n\n" + block["volatile"]
+        assert [f["id"] for f in block["facts"]] == [rome["id"]]
+        assert block["tokens"] > 0 and block["changed"] == [] and block["omitted"] == 0
+
+        milan = ok(
+            giulia.patch(f"/v1/facts/{rome['id']}", json={"content": "Giulia lives in Milan"})
+        )
+        assert milan["content"] == "Giulia lives in Milan" and milan["id"] != rome["id"]
+        history = ok(giulia.get(f"/v1/facts/{rome['id']}/history"))["facts"]
+        assert [f["content"] for f in history] == ["Giulia lives in Rome", "Giulia lives in Milan"]
+        assert (
+            history[0]["end_cause"] == "corrected" and history[0]["replaced_by_id"] == milan["id"]
+        )
+
+        kept = ok(
+            giulia.post("/v1/memories", json={"content": "Giulia asked about trains to Turin"}), 201
+        )
+        found = ok(giulia.post("/v1/memories/search", json={"query": "trains Turin"}))["memories"]
+        assert [m["id"] for m in found] == [kept["id"]]
+        both = ok(giulia.post("/v1/search", json={"query": "Milan trains"}))
+        assert [f["id"] for f in both["facts"]] == [milan["id"]]
+        assert [m["id"] for m in both["memories"]] == [kept["id"]]
+        gone = ok(giulia.post(f"/v1/memories/{kept['id']}/forget"))
+        assert gone["id"] == kept["id"]
+        assert ok(giulia.post("/v1/memories/search", json={"query": "trains Turin"})) == {
+            "memories": []
+        }
+
+        ended = ok(giulia.post(f"/v1/facts/{milan['id']}/forget", json={"erase": True}))["fact"]
+        assert ended["id"] == milan["id"] and ended["end_cause"] == "erased"
+        assert ok(giulia.get("/v1/facts"))["facts"] == []
+        every = ok(giulia.get("/v1/facts", params={"include_invalidated": "true"}))["facts"]
+        assert {f["id"] for f in every} == {rome["id"], milan["id"]}
+        assert all(f["content"] is None for f in every)  # erased: every version's words
+
+        ok(giulia.post("/v1/facts", json={"key": "team", "content": "Giulia is in support"}), 201)
+        exported = ok(giulia.get("/v1/users/giulia/export"))
+        assert exported["user"] == "giulia"
+        assert [f["content"] for f in exported["facts"] if f["content"]] == ["Giulia is in support"]
+        assert ok(giulia.get("/v1/approvals")) == {"pending": []}
+
+        report = ok(giulia.delete("/v1/users/giulia"))
+        assert report["facts"] == 3 and report["pseudonym"]
+        assert ok(giulia.get("/v1/facts", params={"include_invalidated": "true"}))["facts"] == []
+
+
+def test_the_facts_are_listed_a_page_at_a_time_each_once(sqlite_url: str, tmp_path: Path) -> None:
+    with running(sqlite_url, tmp_path) as server, server.client("giulia") as giulia:
+        for n in range(7):
+            ok(giulia.post("/v1/facts", json={"key": f"k{n}", "content": f"fact {n}"}), 201)
+        first = ok(giulia.get("/v1/facts", params={"limit": 3}))
+        # A fact corrected between pages keeps its place; one added before the cursor is not
+        # shown, one after it is.
+        [k1] = [f for f in first["facts"] if f["key"] == "k1"]
+        ok(giulia.patch(f"/v1/facts/{k1['id']}", json={"content": "fact 1, corrected"}))
+        ok(giulia.post("/v1/facts", json={"key": "k0a", "content": "before the cursor"}), 201)
+        ok(giulia.post("/v1/facts", json={"key": "k9", "content": "after the cursor"}), 201)
+        keys, page = [f["key"] for f in first["facts"]], first
+        while page["next_cursor"] is not None:
+            page = ok(giulia.get("/v1/facts", params={"limit": 3, "cursor": page["next_cursor"]}))
+            keys += [f["key"] for f in page["facts"]]
+        assert keys == ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k9"]
+        bad = giulia.get("/v1/facts", params={"cursor": "not a cursor"})
+        assert bad.status_code == 422 and error_of(bad)["field"] == "cursor"
+
+
+def test_identity_comes_from_the_token_never_from_the_request(db_url: str, tmp_path: Path) -> None:
+    with (
+        running(db_url, tmp_path) as server,
+        server.client("giulia") as giulia,
+        server.client("marco") as marco,
+        server.client("backend") as backend,
+        server.client("other") as other,
+    ):
+        ok(giulia.post("/v1/facts", json=HOME), 201)
+        # A person's token reaches that person only, whatever the request names.
+        refused = giulia.get("/v1/facts", params={"user_id": "marco"})
+        assert refused.status_code == 403 and error_of(refused)["code"] == "forbidden"
+        assert ok(giulia.get("/v1/facts", params={"user_id": "giulia"}))["facts"]
+        assert ok(marco.get("/v1/facts"))["facts"] == []
+        sneaky = marco.post("/v1/facts", json={**HOME, "user_id": "giulia", "account": "acme"})
+        assert sneaky.status_code == 422 and error_of(sneaky)["code"] == "invalid_request"
+        for route in ("/v1/users/giulia/export", "/v1/users/giulia/"):
+            assert marco.get(route).status_code in (403, 404)
+        assert marco.delete("/v1/users/giulia").status_code == 403
+        assert marco.delete("/v1/agents/giulia-laptop").status_code == 403
+
+        # A backend's token names the person in each request, and must name one.
+        unnamed = backend.get("/v1/facts")
+        assert unnamed.status_code == 422 and error_of(unnamed)["field"] == "user_id"
+        [seen] = ok(backend.get("/v1/facts", params={"user_id": "giulia"}))["facts"]
+        assert seen["content"] == HOME["content"]
+        ok(backend.post("/v1/facts", params={"user_id": "marco"}, json=HOME), 201)
+        assert [f["user"] for f in ok(marco.get("/v1/facts"))["facts"]] == ["marco"]
+        # ...of its own account only: the same name elsewhere is someone else.
+        assert ok(other.get("/v1/facts", params={"user_id": "giulia"}))["facts"] == []
+
+        # Review is for administrators.
+        for caller in (giulia, backend):
+            assert caller.get("/v1/proposals").status_code == 403
+            assert caller.post("/v1/proposals/1/confirm").status_code == 403
+
+
+def test_a_reader_is_told_of_a_change_once(db_url: str, tmp_path: Path) -> None:
+    with running(db_url, tmp_path) as server, server.client("giulia") as giulia:
+        rome = ok(giulia.post("/v1/facts", json=HOME), 201)
+        ok(giulia.get("/v1/context", params={"reader": "giulia-phone"}))
+        ok(giulia.patch(f"/v1/facts/{rome['id']}", json={"content": "Giulia lives in Milan"}))
+        told = ok(giulia.get("/v1/context", params={"reader": "giulia-phone"}))
+        [change] = told["changed"]
+        assert change["was"]["content"] == "Giulia lives in Rome"
+        assert change["now"]["content"] == "Giulia lives in Milan"
+        assert change["cause"] == "corrected"
+        assert "Changed since you last read" in told["text"]
+        again = ok(giulia.get("/v1/context", params={"reader": "giulia-phone"}))
+        assert again["changed"] == [] and "Milan" in again["text"]
+        # The writer's own reader is not told of its own change.
+        assert ok(giulia.get("/v1/context"))["changed"] == []
+
+        with server.client("backend") as backend:
+            marks = ok(backend.delete("/v1/agents/giulia-phone"))
+        assert marks["read_marks_deleted"] >= 1
+        engine = MemoryEngine(server.database)
+        try:
+            assert engine.delete_reader(GIULIA.account, "giulia-phone") == 0
+        finally:
+            engine.close()
+
+
+def test_the_review_queue_is_served_to_administrators(db_url: str, tmp_path: Path) -> None:
+    with (
+        running(db_url, tmp_path) as server,
+        server.client("giulia") as giulia,
+        server.client("marco") as marco,
+        server.client("admin") as admin,
+    ):
+        wifi = {"key": "wifi", "content": "The office wifi is acme-guest", "scope": "account"}
+        proposed = ok(giulia.post("/v1/facts", json=wifi), 201)
+        assert proposed["scope"] == "account_proposed"
+        hours = {"key": "hours", "content": "The office opens at 9", "scope": "account"}
+        other = ok(giulia.post("/v1/facts", json=hours), 201)
+        queue = ok(admin.get("/v1/proposals"))["facts"]
+        assert [f["id"] for f in queue] == [proposed["id"], other["id"]]
+        assert "acme-guest" not in ok(marco.get("/v1/context"))["text"]
+
+        confirmed = ok(admin.post(f"/v1/proposals/{proposed['id']}/confirm"))
+        assert (confirmed["scope"], confirmed["confirmed_by"]) == ("account", "ada")
+        rejected = ok(admin.post(f"/v1/proposals/{other['id']}/reject"))
+        assert rejected["scope"] == "account_rejected" and not rejected["current"]
+        text = ok(marco.get("/v1/context"))["text"]
+        assert "acme-guest" in text and "opens at 9" not in text
+        assert ok(admin.get("/v1/proposals"))["facts"] == []
+        again = admin.post(f"/v1/proposals/{other['id']}/confirm")
+        assert again.status_code == 409 and error_of(again)["code"] == "fact_not_current"
+        missing = admin.post("/v1/proposals/999999/confirm")
+        assert missing.status_code == 404 and error_of(missing)["code"] == "not_found"
+
+
+def test_an_admin_token_whose_user_the_engine_does_not_list_reviews_nothing(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    with (
+        running(sqlite_url, tmp_path, admin=False) as server,
+        server.client("giulia") as giulia,
+        server.client("admin") as admin,
+    ):
+        wifi = {"key": "wifi", "content": "The office wifi is acme-guest", "scope": "account"}
+        proposed = ok(giulia.post("/v1/facts", json=wifi), 201)
+        refused = admin.post(f"/v1/proposals/{proposed['id']}/confirm")
+        assert refused.status_code == 403 and "not an administrator" in error_of(refused)["message"]
+        assert ok(admin.get("/v1/proposals"))["facts"][0]["scope"] == "account_proposed"
+
+
+@pytest.mark.parametrize(
+    ("user_id", "says"),
+    [
+        ("", "must not be empty"),
+        (".", "must not be"),
+        ("..", "must not be"),
+        ("a\x01b", "control"),
+        ("x" * 256, "255"),
+    ],
+)
+def test_a_name_that_breaks_the_rule_is_a_422_naming_the_field(
+    sqlite_url: str, tmp_path: Path, user_id: str, says: str
+) -> None:
+    with running(sqlite_url, tmp_path) as server, server.client("backend") as backend:
+        for answer in (
+            backend.get("/v1/facts", params={"user_id": user_id}),
+            backend.post("/v1/facts", params={"user_id": user_id}, json=HOME),
+        ):
+            assert answer.status_code == 422, answer.text
+            error = error_of(answer)
+            assert (error["code"], error["field"]) == ("invalid_request", "user_id"), error
+            assert says in error["message"]
+        slash = backend.get("/v1/users/a/b/export")
+        assert slash.status_code == 422 and "'/'" in error_of(slash)["message"]
+        assert backend.delete("/v1/users/a%2Fb").status_code == 422
+    with contextlib.closing(MemoryEngine(sqlite_url)) as engine:
+        assert engine.export_user("acme", "x").facts == ()
+
+
+def test_every_error_is_json_with_the_status_of_its_code(db_url: str, tmp_path: Path) -> None:
+    with (
+        running(db_url, tmp_path, "--max-facts", "2") as server,
+        server.client("giulia") as giulia,
+        server.client(None) as anonymous,
+    ):
+        for answer in (
+            anonymous.get("/v1/context"),
+            anonymous.post("/v1/facts", json=HOME),
+            httpx.get(server.url + "/v1/facts", headers={"Authorization": "Bearer nope"}),
+            httpx.get(server.url + "/v1/facts", headers={"Authorization": "Basic Z2l1bGlh"}),
+        ):
+            assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
+            assert error_of(answer)["code"] == "unauthorized"
+        assert ok(giulia.get("/v1/facts")) == {"facts": [], "next_cursor": None}  # nothing written
+
+        rome = ok(giulia.post("/v1/facts", json=HOME), 201)
+        ended = ok(giulia.patch(f"/v1/facts/{rome['id']}", json={"content": "In Milan"}))
+        stale = giulia.patch(f"/v1/facts/{rome['id']}", json={"content": "In Turin"})
+        assert stale.status_code == 409 and error_of(stale)["code"] == "fact_not_current"
+        assert stale.headers["location"] == f"/v1/facts/{ended['id']}"
+        assert giulia.post(f"/v1/facts/{rome['id']}/forget").status_code == 409
+
+        cases: list[tuple[httpx.Response, int, str, str | None]] = [
+            (giulia.get("/v1/facts/424242/history"), 404, "not_found", None),
+            (giulia.post("/v1/memories/424242/forget"), 404, "not_found", None),
+            (giulia.get("/v1/no-such-route"), 404, "not_found", None),
+            (giulia.get("/v1/facts/abc/history"), 422, "invalid_request", "fact_id"),
+            (
+                giulia.get("/v1/context", params={"token_budget": 5}),
+                422,
+                "invalid_request",
+                "token_budget",
+            ),
+            (
+                giulia.get("/v1/context", params={"as_of": "someday"}),
+                422,
+                "invalid_request",
+                "as_of",
+            ),
+            (
+                giulia.get("/v1/context", params={"changes": "moved"}),
+                422,
+                "invalid_request",
+                "changes",
+            ),
+            (
+                giulia.post("/v1/facts", json={"key": "", "content": "x"}),
+                422,
+                "invalid_request",
+                "key",
+            ),
+            (giulia.post("/v1/facts", json={"content": "x"}), 422, "invalid_request", "key"),
+            (
+                giulia.post(
+                    "/v1/facts", content=b"{not json", headers={"content-type": "application/json"}
+                ),
+                422,
+                "invalid_request",
+                None,
+            ),
+            (
+                giulia.post("/v1/facts", json={**HOME, "scope": "everyone"}),
+                422,
+                "invalid_request",
+                "scope",
+            ),
+            (giulia.get("/v1/facts", params={"limit": 0}), 422, "invalid_request", "limit"),
+        ]
+        ok(giulia.post("/v1/facts", json={"key": "team", "content": "Support"}), 201)
+        cases.append(
+            (
+                giulia.post("/v1/facts", json={"key": "third", "content": "x"}),
+                422,
+                "limit_exceeded",
+                None,
+            )
+        )
+        for answer, status, code, field in cases:
+            error = error_of(answer)
+            assert (answer.status_code, error["code"]) == (status, code), answer.text
+            if field is not None:
+                assert error["field"] == field, error
+        assert {f["key"] for f in ok(giulia.get("/v1/facts"))["facts"]} == {"home-city", "team"}
+
+
+def test_a_database_failure_is_a_503_with_a_neutral_message(
+    postgresql_url: str, tmp_path: Path
+) -> None:
+    with running(postgresql_url, tmp_path) as server, server.client("giulia") as giulia:
+        ok(giulia.post("/v1/facts", json=HOME), 201)
+        database = sa.create_engine(postgresql_url)
+        try:
+            with database.begin() as conn:
+                conn.execute(sa.text("ALTER TABLE korely_facts RENAME TO korely_facts_away"))
+            failed = giulia.get("/v1/context")
+            with database.begin() as conn:
+                conn.execute(sa.text("ALTER TABLE korely_facts_away RENAME TO korely_facts"))
+        finally:
+            database.dispose()
+        assert failed.status_code == 503, failed.text
+        error = error_of(failed)
+        assert error["code"] == "unavailable" and "korely_facts" not in error["message"]
+        assert "korely_facts" in server.log.read_text()  # the cause is logged
+        assert "Rome" in ok(giulia.get("/v1/context"))["text"]  # and the server goes on
+
+
+def test_host_and_origin_are_checked_against_dns_rebinding(sqlite_url: str, tmp_path: Path) -> None:
+    with running(sqlite_url, tmp_path) as server, server.client("giulia") as giulia:
+        assert giulia.get("/v1/facts").status_code == 200
+        assert giulia.get("/v1/facts", headers={"Host": "evil.example"}).status_code == 421
+        foreign = giulia.get("/v1/facts", headers={"Origin": "http://evil.example"})
+        assert foreign.status_code == 403
+        posted = giulia.post("/v1/facts", json=HOME, headers={"Origin": "http://evil.example"})
+        assert posted.status_code == 403
+        own = server.url.replace("127.0.0.1", "localhost")
+        assert giulia.get("/v1/facts", headers={"Origin": own}).status_code == 200
+    with (
+        running(sqlite_url, tmp_path, "--allowed-host", "memory.example") as server,
+        server.client("giulia") as giulia,
+    ):
+        assert giulia.get("/v1/facts", headers={"Host": "memory.example"}).status_code == 200
+        origin = {"Origin": "https://memory.example", "Host": "memory.example"}
+        assert giulia.get("/v1/facts", headers=origin).status_code == 200
+        assert giulia.get("/v1/facts", headers={"Host": "evil.example"}).status_code == 421
+    with contextlib.closing(MemoryEngine(sqlite_url)) as engine:
+        assert engine.get_facts(GIULIA) == []  # the refused write wrote nothing
+
+
+def test_the_openapi_schema_lists_every_route(sqlite_url: str, tmp_path: Path) -> None:
+    with running(sqlite_url, tmp_path) as server, server.client(None) as anonymous:
+        schema = ok(anonymous.get("/openapi.json"))
+    routes = {(path, method) for path, item in schema["paths"].items() for method in item}
+    assert routes == {
+        ("/v1/context", "get"),
+        ("/v1/facts", "get"),
+        ("/v1/facts", "post"),
+        ("/v1/facts/{fact_id}", "patch"),
+        ("/v1/facts/{fact_id}/forget", "post"),
+        ("/v1/facts/{fact_id}/history", "get"),
+        ("/v1/memories", "post"),
+        ("/v1/memories/search", "post"),
+        ("/v1/memories/{memory_id}/forget", "post"),
+        ("/v1/search", "post"),
+        ("/v1/agents/{agent_id}", "delete"),
+        ("/v1/users/{user_id}", "delete"),
+        ("/v1/users/{user_id}/export", "get"),
+        ("/v1/proposals", "get"),
+        ("/v1/proposals/{fact_id}/confirm", "post"),
+        ("/v1/proposals/{fact_id}/reject", "post"),
+        ("/v1/approvals", "get"),
+        ("/v1/approvals/{pending_id}/approve", "post"),
+        ("/v1/approvals/{pending_id}/decline", "post"),
+    }
+    error = schema["components"]["schemas"]["ErrorOut"]
+    assert error["properties"]["error"]["$ref"].endswith("/ErrorDetail")
+
+
+def test_mcp_is_served_beside_the_api_with_the_same_tokens(db_url: str, tmp_path: Path) -> None:
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    with running(db_url, tmp_path) as server, server.client("giulia") as giulia:
+        ok(giulia.post("/v1/facts", json=HOME), 201)
+
+        async def call(caller: str) -> tuple[bool, str]:
+            from .servers import TOKENS
+
+            headers = {"Authorization": f"Bearer {TOKENS[caller][0]}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=60) as http,
+                Client(streamable_http_client(server.url + "/mcp", http_client=http)) as client,
+            ):
+                result = await client.call_tool("korely_get_context", {"query": "home"})
+                [content] = result.content
+                assert content.type == "text"
+                return bool(result.is_error), content.text
+
+        error, text = anyio.run(call, "giulia")
+        assert not error and "Giulia lives in Rome" in text
+        error, text = anyio.run(call, "marco")
+        assert not error and "Rome" not in text
+        error, text = anyio.run(call, "backend")
+        assert error and "any user of the account" in text
+        refused = httpx.post(server.url + "/mcp", json={})
+        assert refused.status_code == 401
+        assert MARCO.user == "marco"
