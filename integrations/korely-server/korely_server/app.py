@@ -104,6 +104,10 @@ def create_app(
         version=VERSION,
         summary="Durable, correctable memory for agents: facts, corrections, change notices.",
         lifespan=lifespan,
+        # No /docs or /redoc: they load scripts from a CDN into the origin the administrator's
+        # page signs in on. The schema is /openapi.json, for any viewer.
+        docs_url=None,
+        redoc_url=None,
         responses={
             401: {"model": _models.ErrorOut, "description": "No token, or a bad one"},
             403: {"model": _models.ErrorOut, "description": "The token may not do this"},

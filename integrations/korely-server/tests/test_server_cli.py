@@ -1,0 +1,75 @@
+"""The `korely-server` command's refusals: each one line saying why, before anything is served."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from korely_mcp import hash_token
+from korely_server.cli import main
+
+from .servers import write_tokens
+
+
+def refused(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as stopped:
+        main(list(args))
+    code = stopped.value.code
+    assert isinstance(code, int)
+    return code, capsys.readouterr().err
+
+
+def test_the_command_needs_a_token_file_that_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KORELY_SERVER_TOKENS", raising=False)
+    code, said = refused(capsys, "--port", "0")
+    assert code == 2 and "--tokens (or $KORELY_SERVER_TOKENS) must name the token file" in said
+    bad = tmp_path / "tokens.json"
+    bad.write_text('{"tokens": [{"name": "x"}]}')
+    code, said = refused(capsys, "--tokens", str(bad), "--port", "0")
+    assert code == 2 and "korely-server: tokens[0]: lacks sha256" in said
+    loose = write_tokens(tmp_path / "loose.json")
+    loose.chmod(0o666)
+    code, said = refused(capsys, "--tokens", str(loose), "--port", "0")
+    assert code == 2 and "may be written by group or others" in said
+
+
+def test_the_command_says_which_database_does_not_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tokens = write_tokens(tmp_path / "tokens.json")
+    code, said = refused(capsys, "--tokens", str(tokens), "--port", "0", "--url", "mysql://x/y")
+    assert code == 2 and said.startswith("korely-server: ") and "mysql" in said
+    file = tmp_path / "a-file"
+    file.write_text("")
+    url = f"sqlite:///{file}/memory.db"
+    code, said = refused(capsys, "--tokens", str(tokens), "--port", "0", "--url", url)
+    assert code == 2 and "cannot open the database" in said
+
+
+def test_the_command_says_when_it_cannot_listen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tokens = write_tokens(tmp_path / "tokens.json")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        code, said = refused(capsys, "--tokens", str(tokens), "--port", port)
+    assert code == 1 and f"cannot listen on 127.0.0.1:{port}" in said
+    code, said = refused(capsys, "--tokens", str(tokens), "--max-body", "10")
+    assert code == 2 and "--max-body must be at least 1024 bytes" in said
+
+
+def test_the_command_makes_and_hashes_tokens(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["new-token"]) == 0
+    token, digest = (line.split()[1] for line in capsys.readouterr().out.splitlines())
+    assert hash_token(token) == digest
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(token + "\n"))
+    assert main(["hash-token"]) == 0
+    assert capsys.readouterr().out.strip() == digest
