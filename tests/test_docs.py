@@ -48,6 +48,7 @@ ADAPTERS = {
     "langchain_korely": "integrations/langchain-korely/README.md",
     "llama_index.memory.korely": "integrations/llama-index-memory-korely/README.md",
     "korely_mcp": "integrations/korely-mcp/README.md",
+    "korely_server": "integrations/korely-server/README.md",
 }
 # Adapters whose README has no reference section yet: it comes with the adapter's own change.
 NO_REFERENCE_YET: set[str] = set()
@@ -527,6 +528,10 @@ def test_every_version_the_release_steps_name_is_one_version_per_distribution() 
     server = re.search(r'VERSION = "([^"]+)"', (mcp / "korely_mcp" / "server.py").read_text())
     assert server is not None
     assert server.group(1) == toml(mcp / "pyproject.toml")["project"]["version"]
+    rest = ROOT / "integrations" / "korely-server"
+    app = re.search(r'VERSION = "([^"]+)"', (rest / "korely_server" / "app.py").read_text())
+    assert app is not None
+    assert app.group(1) == toml(rest / "pyproject.toml")["project"]["version"]
 
 
 # -- CI on a common service ----------------------------------------------------------------------

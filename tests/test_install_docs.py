@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_CHECK = ROOT / ".ci" / "install-check"
-INTEGRATIONS = ["langchain-korely", "llama-index-memory-korely", "korely-mcp"]
+INTEGRATIONS = ["langchain-korely", "llama-index-memory-korely", "korely-mcp", "korely-server"]
 # Every place that tells a reader what to install.
 DOCS = sorted(
     [
@@ -65,6 +65,7 @@ def test_the_install_check_lists_every_check() -> None:
         "llamaindex-tests",
         "mcp",
         "mcp-postgres",
+        "server",
     }
 
 
