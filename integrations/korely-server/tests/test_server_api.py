@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from korely_memory import MemoryEngine
 
-from .servers import GIULIA, MARCO, Server, error_of, running
+from .servers import GIULIA, MARCO, error_of, running
 
 HOME = {"key": "home-city", "content": "Giulia lives in Rome"}
 
@@ -422,3 +422,42 @@ def test_mcp_is_served_beside_the_api_with_the_same_tokens(db_url: str, tmp_path
         refused = httpx.post(server.url + "/mcp", json={})
         assert refused.status_code == 401
         assert MARCO.user == "marco"
+
+
+def test_captured_facts_wait_for_the_persons_approval(db_url: str, tmp_path: Path) -> None:
+    from korely_memory import Operation
+
+    def extractor(messages: Any, known: Any) -> list[Operation]:
+        return [
+            Operation("remember", "home-city", "Giulia lives in Rome"),
+            Operation("remember", "pet", "Giulia has a cat"),
+        ]
+
+    with contextlib.closing(MemoryEngine(db_url)) as engine:
+        said = [("user", "I live in Rome and I have a cat")]
+        engine.capture(GIULIA, said, extractor=extractor, hold_for_owner=True)
+    with (
+        running(db_url, tmp_path) as server,
+        server.client("giulia") as giulia,
+        server.client("marco") as marco,
+        server.client("backend") as backend,
+    ):
+        held = ok(giulia.get("/v1/approvals"))["pending"]
+        assert [(p["key"], p["operation"]) for p in held] == [
+            ("home-city", "remember"),
+            ("pet", "remember"),
+        ]
+        assert "Rome" not in ok(giulia.get("/v1/context"))["text"]
+        home, pet = (p["id"] for p in held)
+        # Another person cannot see, approve or decline them.
+        assert ok(marco.get("/v1/approvals")) == {"pending": []}
+        for route in (f"/v1/approvals/{home}/approve", f"/v1/approvals/{home}/decline"):
+            assert marco.post(route).status_code == 404
+        # The person approves one and declines the other.
+        written = ok(giulia.post(f"/v1/approvals/{home}/approve"))["fact"]
+        assert (written["key"], written["content"]) == ("home-city", "Giulia lives in Rome")
+        assert ok(giulia.post(f"/v1/approvals/{pet}/decline"))["key"] == "pet"
+        assert ok(giulia.get("/v1/approvals")) == {"pending": []}
+        assert giulia.post(f"/v1/approvals/{home}/approve").status_code == 404
+        text = ok(backend.get("/v1/context", params={"user_id": "giulia"}))["text"]
+        assert "Giulia lives in Rome" in text and "cat" not in text
