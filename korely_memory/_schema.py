@@ -570,6 +570,36 @@ class ErasureRow(Base):
     )
 
 
+class PendingRow(Base):
+    """A change to a person's own fact that a capture drew, held for their approval (revision
+    0009): ``operation`` is ``remember``, ``correct`` or ``forget`` (``content`` None). Nothing
+    reads it but the person's approval, export and erasure."""
+
+    __tablename__ = "korely_pending"
+
+    id: Mapped[int] = mapped_column(Id, autoincrement=True)
+    account: Mapped[str] = mapped_column(String(NAME))
+    # The user, or '' for memory with no end user (as ``korely_facts.owner_key``).
+    owner_key: Mapped[str] = mapped_column(String(NAME))
+    agent: Mapped[str] = mapped_column(String(NAME))
+    operation: Mapped[str] = mapped_column(String(20))
+    key: Mapped[str] = mapped_column(String(100))
+    captured_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    # The reader name of the agent that captured it.
+    reader: Mapped[str | None] = mapped_column(String(NAME))
+    # Last: on SQLite, the columns before a long text are read without its overflow pages.
+    content: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        *keyed_by_account("korely_pending", referred=False),
+        # One identity's, oldest first; the same change held already.
+        Index("ix_korely_pending_owner", "account", "agent", "owner_key", "key"),
+        # A person's under every agent definition: erasure and export.
+        Index("ix_korely_pending_owner_only", "account", "owner_key"),
+        {"sqlite_autoincrement": True, "info": ROWID},
+    )
+
+
 # The tables themselves, for Core statements on the hot path.
 facts = cast(Table, FactRow.__table__)
 memories = cast(Table, MemoryRow.__table__)
@@ -583,3 +613,4 @@ fact_counts = cast(Table, FactCountRow.__table__)
 memory_terms = cast(Table, MemoryTermRow.__table__)
 settings = cast(Table, SettingRow.__table__)
 vectors = cast(Table, VectorRow.__table__)
+pending = cast(Table, PendingRow.__table__)

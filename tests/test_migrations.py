@@ -184,6 +184,11 @@ def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
                 else []
             ),
         ],
+        "0009": [
+            ("add_index", "ix_korely_pending_owner"),
+            ("add_index", "ix_korely_pending_owner_only"),
+            ("add_table", "korely_pending"),
+        ],
     }
     assert sorted(adds) == list(REVISIONS[1:])
     for at, revision in enumerate(REVISIONS[:-1]):
@@ -228,13 +233,12 @@ def test_every_key_and_link_between_tables_holds_the_account(db: Engine) -> None
     shared = {"korely_settings", "korely_alembic_version"}
     if db.dialect.name == "sqlite":
         assert {"uq_korely_facts_id_account", "uq_korely_memories_id_account"} <= unique
-        numbered = {"korely_facts", "korely_memories", "korely_erasures"}
+        numbered = {"korely_facts", "korely_memories", "korely_erasures", "korely_pending"}
         assert all(keys[t] == ["id"] for t in numbered)
         shared |= numbered
     assert all("account" in key for t, key in keys.items() if t not in shared), keys
-    assert keys.get("korely_facts", ["account", "id"]) == ["account", "id"] or (
-        db.dialect.name == "sqlite"
-    )
+    for numbered_by_account in ("korely_facts", "korely_pending"):
+        assert keys.get(numbered_by_account) == ["account", "id"] or db.dialect.name == "sqlite"
 
 
 def test_a_new_database_is_the_schema_the_revisions_build(db_url: str, db: Engine) -> None:
