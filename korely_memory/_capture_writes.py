@@ -5,19 +5,21 @@ Every operation is written as read from a memory (what it replaces ends with
 is kept, and without an administrator's rights: an account-wide fact,
 or a change to one, becomes a proposal. An operation the engine refuses (a bad
 key, nothing to replace, the ceiling) is reported and skipped; the others still
-apply.
+apply. With ``hold``, an operation on the person's own fact is not written: it is
+held for the person's approval (``_pending``), as what ``approve`` will write.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _expiry, _validation, _versions, _writes
-from ._errors import InvalidRequest, KorelyError, NotFound
+from . import _expiry, _pending, _validation, _versions, _writes
+from ._errors import InvalidRequest, KorelyError, LimitExceeded, NotFound
 from ._identity import EndCause, Identity, Scope
 from ._schema import memories
 from ._types import CaptureStep, Fact, Operation
@@ -78,12 +80,16 @@ def apply(
     *,
     ceiling: int | None,
     reader: str | None,
+    hold: bool = False,
 ) -> list[CaptureStep]:
-    """Apply each operation in turn; returns what became of each."""
+    """Apply each operation in turn (``hold``: those on the person's own facts are held for
+    their approval); returns what became of each."""
     steps = []
     for op in operations:
         try:
-            steps.append(_one(conn, w, who, memory_id, op, ceiling=ceiling, reader=reader))
+            steps.append(
+                _one(conn, w, who, memory_id, op, ceiling=ceiling, reader=reader, hold=hold)
+            )
         except KorelyError as error:
             steps.append(CaptureStep(op, "refused", None, str(error)))
     return steps
@@ -98,6 +104,7 @@ def _one(
     *,
     ceiling: int | None,
     reader: str | None,
+    hold: bool,
 ) -> CaptureStep:
     key = _validation.key(op.key)
     now = w.now(conn)
@@ -113,6 +120,10 @@ def _one(
         ),
         None,
     )
+    # The person's own: about them, on a key free or holding a user fact of theirs. What is
+    # the account's (a fact for everyone, a change to one, a proposal) goes for review instead.
+    if hold and op.scope is None and (before is None or before.effective_scope is Scope.USER):
+        return _held(conn, who, op, key, before, ceiling=ceiling, reader=reader, now=now)
     if op.action == "end":
         if before is None:
             raise NotFound(f"no true fact under key {key!r} to end")
@@ -140,6 +151,48 @@ def _one(
             read_from_memory=True,
         )  # fmt: skip
     return CaptureStep(op, _outcome(before, after), after)
+
+
+def _held(
+    conn: Connection,
+    who: Identity,
+    op: Operation,
+    key: str,
+    before: Fact | None,
+    *,
+    ceiling: int | None,
+    reader: str | None,
+    now: dt.datetime,
+) -> CaptureStep:
+    """Hold ``op`` for the person's approval, as what ``approve`` will write: ``forget``,
+    ``correct`` (a key that holds a fact) or ``remember``. What would be refused or change
+    nothing if written now is refused or unchanged now, and held not."""
+    content = None
+    if op.action == "end":
+        if before is None:
+            raise NotFound(f"no true fact under key {key!r} to end")
+        operation = "forget"
+    else:
+        if op.content is None:
+            raise KorelyError(f"{op.action} needs content")
+        content = _validation.content(op.content)
+        if before is not None and before.content == content:
+            return CaptureStep(op, "unchanged", before)
+        if op.action == "replace" and before is None:
+            raise NotFound(f"no true fact under key {key!r} to correct; use remember to record one")
+        operation = "remember" if before is None else "correct"
+        if (
+            before is None
+            and ceiling is not None
+            and _versions.count_own(conn, who, now) >= ceiling
+        ):
+            raise LimitExceeded(
+                f"already {ceiling} facts kept (max_facts); correct or forget one "
+                f"before adding {key!r}"
+            )
+    _versions.lock_key(conn, who, key)  # the same change held once, whoever captures it
+    held = _pending.hold(conn, who, operation, key, content, reader=reader, now=now)
+    return CaptureStep(op, "held", pending=held)
 
 
 def _outcome(before: Fact | None, after: Fact) -> str:

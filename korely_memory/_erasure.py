@@ -1,4 +1,5 @@
-"""Erasing a person: every fact, version, memory, mark and note about them, in one transaction.
+"""Erasing a person: every fact, version, memory, mark, note and change held for their approval,
+in one transaction.
 
 The transaction holds the person's lock alone (``lock_person``), so no write
 about them commits while it runs. Confirmed account facts they stated are the
@@ -15,7 +16,7 @@ import secrets
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _items, _marks, _memories, _notes, _versions, _word_index
+from . import _items, _marks, _memories, _notes, _pending, _versions, _word_index
 from ._schema import account_row, admins, erasures, facts, memories, personal_row
 from ._types import ErasureReport, TrimReport
 from ._vectors import forget_vectors
@@ -51,6 +52,7 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
     n_marks = _marks.delete_for_person(conn, account, user, personal)
     n_notes = _notes.erase(conn, account, user)
     n_items = _items.erase(conn, account, user)
+    n_pending = _pending.erase(conn, account, user)
     # Account facts may point into the versions about to go.
     conn.execute(
         facts.update()
@@ -81,6 +83,7 @@ def erase(conn: Connection, account: str, user: str, now: dt.datetime) -> Erasur
         account_facts_kept=kept,
         notes=n_notes,
         items=n_items,
+        pending=n_pending,
     )
 
 

@@ -18,6 +18,8 @@ handed and what is removed on their request are the same set of rows:
 - ``items``: the items of LangGraph stores (``KorelyStore``) in their namespaces, values whole,
   under every agent definition. ``import_user`` does not restore them either (their facts are
   restored; a store puts its items again).
+- ``pending``: the changes to their facts captured and held for their approval
+  (``PendingFact``), under every agent definition; ``import_user`` holds them again.
 
 A version whose words were removed (forgotten with ``erase=True``) is there
 with empty ``content``. ``to_dict`` gives the same as JSON-ready values: times
@@ -35,10 +37,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _expiry, _items, _notes, _review
+from . import _expiry, _items, _notes, _pending, _review
 from ._identity import Scope
 from ._schema import facts, marks, memories, personal_row
-from ._types import Fact, Memory, Note, StoreItem
+from ._types import Fact, Memory, Note, PendingFact, StoreItem
 
 FORMAT = "korely-user-export/1"
 _PERSONAL = sa.text(personal_row("korely_facts"))
@@ -85,6 +87,7 @@ class UserExport:
     administrator: bool = False
     notes: tuple[Note, ...] = ()
     items: tuple[StoreItem, ...] = ()
+    pending: tuple[PendingFact, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The export as JSON-ready values, headed by its ``format``."""
@@ -160,6 +163,7 @@ def gather(conn: Connection, account: str, user: str, now: dt.datetime) -> UserE
         administrator=_review.listed(conn, account, user),
         notes=tuple(_notes.of_person(conn, account, user)),
         items=tuple(_items.of_person(conn, account, user)),
+        pending=tuple(_pending.of_person(conn, account, user)),
     )
 
 

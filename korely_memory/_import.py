@@ -17,7 +17,9 @@ memory holds nothing about:
   version is one restored, or one the database holds in the account and the
   mark was read under the person's own name; the others are left out;
 - the administrator grant, only when the caller asks for it: a file alone
-  grants nothing.
+  grants nothing;
+- the changes held for their approval (``pending``, which an export made before
+  they existed does not hold), under new ids, captured when they were.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from . import _marks, _memories, _review, _validation, _versions, _word_index
+from . import _marks, _memories, _pending, _review, _validation, _versions, _word_index
 from ._errors import InvalidRequest
 from ._export import FORMAT, MarkRecord, UserExport
 from ._identity import EndCause, Identity, Scope
 from ._schema import admins, erasures, facts, marks, memories, personal_row
-from ._types import FACT_FIELDS, Fact, Memory
+from ._types import FACT_FIELDS, PENDING_OPERATIONS, Fact, Memory, PendingFact
 from ._words import Words
 
 T = TypeVar("T")
@@ -91,6 +93,11 @@ def parse(data: Any) -> UserExport:
     for mark, where in read:
         if user not in (mark.reader, mark.subject) and mark.fact_id not in personal_ids:
             raise InvalidRequest(where, f"is not a mark about {user!r} or read under that name")
+    held = _items(data, "pending", _held) if "pending" in data else []
+    for change, where in held:
+        if change.account != account or change.user != user:
+            raise InvalidRequest(where, f"is not held for {user!r} in {account!r}")
+    _unique([p.id for p, _ in held], "pending", "pending id")
     _unique([f.id for f, _ in [*versions, *account_facts]], "facts", "fact id")
     _unique([m.id for m, _ in kept], "memories", "memory id")
     _unique([(m.reader, m.fact_id) for m, _ in read], "marks", "reader and fact id")
@@ -106,6 +113,7 @@ def parse(data: Any) -> UserExport:
         memories=tuple(m for m, _ in kept),
         marks=tuple(m for m, _ in read),
         administrator=administrator,
+        pending=tuple(p for p, _ in held),
     )
 
 
@@ -228,6 +236,39 @@ def _memory(value: Any, where: str) -> Memory:
     )
 
 
+def _held(value: Any, where: str) -> PendingFact:
+    v = _object(value, where)
+    at = f"{where}."
+    operation = _field(v, "operation", at + "operation")
+    if operation not in PENDING_OPERATIONS:
+        raise InvalidRequest(
+            at + "operation", f"must be one of {', '.join(PENDING_OPERATIONS)}, got {operation!r}"
+        )
+    key = _text(v, "key", at + "key")
+    if not _validation.is_key(key):
+        raise InvalidRequest(at + "key", f"is not a key as the memory writes one: {key!r}")
+    content = _field(v, "content", at + "content")
+    if (content is None) != (operation == "forget"):
+        raise InvalidRequest(at + "content", "is null exactly for forget")
+    if content is not None:
+        content = _text(v, "content", at + "content")
+        if not content or len(content) > _validation.MAX_CONTENT:
+            raise InvalidRequest(
+                at + "content", f"must be 1 to {_validation.MAX_CONTENT} characters"
+            )
+    return PendingFact(
+        id=_id(v, "id", at + "id"),
+        account=_name(v, "account", at + "account"),
+        user=_name(v, "user", at + "user", optional=True),
+        agent=_name(v, "agent", at + "agent"),
+        operation=operation,
+        key=key,
+        content=content,
+        captured_at=_time(v, "captured_at", at + "captured_at"),
+        reader=_name(v, "reader", at + "reader", optional=True),
+    )
+
+
 def _mark(value: Any, where: str) -> MarkRecord:
     v = _object(value, where)
     at = f"{where}."
@@ -259,7 +300,8 @@ def _unique(values: Sequence[object], field: str, what: str) -> None:
 
 def holds_anything(conn: Connection, account: str, user: str) -> bool:
     """Whether the memory keeps anything of ``user`` in ``account`` that an import would write:
-    a version or proposal, a memory, a mark about them or read under their name, a grant."""
+    a version or proposal, a memory, a mark about them or read under their name, a grant, a
+    change held for their approval."""
     probes = [
         sa.select(facts.c.id).where(
             facts.c.account == account, facts.c.owner_key == user, _PERSONAL
@@ -270,7 +312,8 @@ def holds_anything(conn: Connection, account: str, user: str) -> bool:
         ),
         sa.select(admins.c.user).where(admins.c.account == account, admins.c.user == user),
     ]
-    return any(conn.execute(p.limit(1)).first() is not None for p in probes)
+    found = any(conn.execute(p.limit(1)).first() is not None for p in probes)
+    return found or _pending.holds_any(conn, account, user)
 
 
 def restore(
@@ -346,6 +389,7 @@ def restore(
                 .values(replaced_by_id=target)
             )
     _restore_marks(conn, export, new_fact, restored)
+    _pending.restore(conn, export.pending)
     if export.administrator and administrator:
         _review.grant(conn, account, user)
 

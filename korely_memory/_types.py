@@ -296,18 +296,59 @@ class Operation:
 
 
 @dataclass(frozen=True)
+class PendingFact:
+    """A change to a person's own fact that ``capture(..., hold_for_owner=True)`` drew from a
+    conversation, held for the person's approval.
+
+    Until ``approve`` writes it, nothing of it is shown: no block, search, fact list,
+    history or notice holds it; ``decline`` drops it. It is the person's data: exported
+    with them and erased with them.
+
+    Attributes:
+        id: Its id, what ``approve`` and ``decline`` take.
+        account: The account.
+        user: The person it is about (None: an agent's memory with no end user).
+        agent: The agent definition it was captured through.
+        operation: ``remember`` (a new key), ``correct`` (new words for a true fact) or
+            ``forget`` (the fact no longer holds).
+        key: The key of the fact.
+        content: The fact's words; None for ``forget``.
+        captured_at: When it was captured.
+        reader: The reader name of the agent that captured it, or None.
+    """
+
+    id: int
+    account: str
+    user: str | None
+    agent: str
+    operation: str
+    key: str
+    content: str | None
+    captured_at: dt.datetime
+    reader: str | None = None
+
+
+PENDING_OPERATIONS = ("remember", "correct", "forget")
+"""What a ``PendingFact`` does once approved."""
+
+
+@dataclass(frozen=True)
 class CaptureStep:
     """What ``capture`` did (or, with ``dry_run``, would do) with one operation.
 
     ``outcome`` is ``recorded``, ``replaced``, ``proposed`` (for an
     administrator's review), ``ended``, ``unchanged`` (the key already said
-    it) or ``refused`` (``reason`` says why; nothing was written for it).
+    it), ``held`` (with ``hold_for_owner``: kept for the person's approval,
+    ``pending`` says as what; the same change already held is not held again,
+    and ``pending`` is that one) or ``refused`` (``reason`` says why; nothing
+    was written for it).
     """
 
     operation: Operation
     outcome: str
     fact: Fact | None = None
     reason: str | None = None
+    pending: PendingFact | None = None
 
 
 @dataclass(frozen=True)
@@ -315,8 +356,8 @@ class CaptureReport:
     """What ``capture`` kept and did.
 
     ``memory`` is the excerpt kept as a memory, the source of every fact
-    written (None with ``dry_run``, without ``keep_excerpt``, or when the excerpt
-    was just captured: ``already_captured``).
+    written (None with ``dry_run``, without ``keep_excerpt``, with
+    ``hold_for_owner``, or when the excerpt was just captured: ``already_captured``).
     """
 
     memory: Memory | None
@@ -372,6 +413,8 @@ class ErasureReport:
     """Notes of their conversations deleted."""
     items: int = 0
     """Items of LangGraph stores (``KorelyStore``) in their namespaces deleted."""
+    pending: int = 0
+    """Captured facts held for their approval deleted."""
 
 
 @dataclass(frozen=True)

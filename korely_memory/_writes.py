@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from . import _expiry, _items, _marks, _memories, _notes, _versions
+from . import _expiry, _items, _marks, _memories, _notes, _pending, _versions
 from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
 from ._identity import EndCause, Identity, Scope
 from ._types import Fact
@@ -168,7 +168,8 @@ def end(
     rights: bool = True,
     cause: EndCause | None = None,
 ) -> Fact:
-    """``forget``: end the true fact under ``key`` (``erase``: and remove every version's words)."""
+    """``forget``: end the true fact under ``key`` (``erase``: and remove every version's words,
+    and the changes to it held for ``who``'s approval)."""
     _versions.lock_person(conn, who.account, who.user, reader)
     _versions.lock_key(conn, who, key)
     clock = w.now(conn)
@@ -177,6 +178,7 @@ def end(
         # Nothing is true to end, but its words are asked to go: they do, from every version.
         _versions.end_expired(conn, [own], clock)
         _erase_key(conn, w, own)
+        _pending.erase_key(conn, who, key)
         return _fact(conn, who.account, own.id)
     old = _own_current(conn, who, key, clock) or _account_fact(
         conn, w, who, key, "forget", clock, propose=False, rights=rights
@@ -198,6 +200,8 @@ def end(
     )
     if erase:
         _erase_key(conn, w, old)
+        if old.effective_scope is not Scope.ACCOUNT:  # the person's own words, held or not
+            _pending.erase_key(conn, who, key)
     else:
         _items.erase_fact(conn, old)  # a store's item whose fact ended is gone, value and all
     return _fact(conn, old.account, old.id)

@@ -70,5 +70,6 @@ def without_ids(data: dict[str, Any]) -> dict[str, Any]:
         **{k: v for k, v in data.items() if k != "exported_at"},
         **{part: [fact(f) for f in data[part]] for part in ("facts", "proposals", "account_facts")},
         "memories": [{**m, "id": memories[m["id"]]} for m in data["memories"]],
+        "pending": [{**p, "id": f"pending[{i}]"} for i, p in enumerate(data.get("pending", []))],
         "marks": sorted(marks, key=lambda m: (m["reader"], m["subject"], m["first_read_at"])),
     }

@@ -150,6 +150,8 @@ def test_forget_with_erase_leaves_no_word_in_the_sqlite_file(
     with MemoryEngine(sqlite_url) as engine:
         engine.remember(giulia, "health", f"Giulia has {SECRET}")
         engine.get_context(giulia, f"{SECRET}?", reader="bot")
+        held = [Operation("replace", "health", f"Giulia has {SECRET} type 2")]
+        engine.capture(giulia, [("user", "...")], extractor=lambda m, f: held, hold_for_owner=True)
         assert SECRET.encode() in file_bytes(sqlite_url)
         engine.forget(giulia, "health", erase=True)
         assert SECRET.encode() not in file_bytes(sqlite_url)
@@ -204,11 +206,13 @@ def test_postgresql_erasure_is_logical_until_scrubbed(
     with MemoryEngine(postgresql_url) as engine:
         engine.remember(giulia, "health", f"Giulia has {SECRET}")
         engine.add_memory(giulia, f"Giulia spoke of {SECRET}")
+        held = [Operation("record", "diet", f"Giulia avoids {SECRET}")]
+        engine.capture(giulia, [("user", "...")], extractor=lambda m, f: held, hold_for_owner=True)
         with engine.db.connect() as conn:
             conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
             conn.commit()
         report = engine.erase_user("acme", "giulia")
-        assert not report.scrubbed
+        assert not report.scrubbed and report.pending == 1
         assert pages_holding(engine, SECRET) != []  # dead tuples: logical erasure only
         with engine.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM korely_facts")

@@ -18,6 +18,8 @@ from korely_memory import (
     InvalidRequest,
     MarkRecord,
     MemoryEngine,
+    Operation,
+    PendingFact,
     Scope,
     UserExport,
 )
@@ -54,7 +56,21 @@ def people(engine: MemoryEngine, giulia: Identity) -> dict[str, int]:
     engine.get_facts(MARCO, reader="giulia")  # a reader named after her
     engine.add_memory(MARCO, "Marco asked for an invoice")
     engine.remember(ELSEWHERE, "home-city", "Another Giulia lives in Paris")
+    held(engine, giulia, "pet", "Giulia has a dog called Fido", reader="support-bot")
+    held(engine, MARCO, "desk", "Marco sits by the window", reader="giulia")
     return {"waiting": waiting.id, "refused": refused.id, "stated": stated.id, "marco": by_marco.id}
+
+
+def held(engine: MemoryEngine, who: Identity, key: str, content: str, reader: str) -> None:
+    """A fact captured and held for the person's approval."""
+    report = engine.capture(
+        who,
+        [("user", content)],
+        extractor=lambda messages, facts: [Operation("record", key, content)],
+        hold_for_owner=True,
+        reader=reader,
+    )
+    assert [s.outcome for s in report.steps] == ["held"]
 
 
 def test_an_export_holds_every_version_memory_proposal_and_mark_about_her(
@@ -87,11 +103,20 @@ def test_an_export_holds_every_version_memory_proposal_and_mark_about_her(
         ("giulia", ""),  # read under her name: Marco's facts' marks carry no text
         ("giulia", "marco"),
     }
+    (pet,) = export.pending
+    assert isinstance(pet, PendingFact)
+    assert (pet.user, pet.operation, pet.key, pet.content, pet.reader) == (
+        "giulia",
+        "remember",
+        "pet",
+        "Giulia has a dog called Fido",
+        "support-bot",
+    )
     rome = next(m for m in export.marks if m.reader == "support-bot")
     assert isinstance(rome, MarkRecord) and rome.ended_at is not None and rome.told_at is None
     everything = json.dumps(export.to_dict())
     assert "Marco lives in Naples" not in everything and "Paris" not in everything
-    assert "invoice" not in everything
+    assert "invoice" not in everything and "window" not in everything
 
 
 def test_an_export_is_json_ready_data(engine: MemoryEngine, giulia: Identity) -> None:
@@ -116,6 +141,7 @@ def test_an_export_is_json_ready_data(engine: MemoryEngine, giulia: Identity) ->
         "administrator",
         "notes",
         "items",
+        "pending",
     }
     assert "hold_token" not in json.dumps(data["marks"])
 
@@ -132,13 +158,17 @@ def test_what_an_export_shows_is_what_erasure_removes(
     assert report.facts == len(shown.facts) + len(shown.proposals)
     assert report.memories == len(shown.memories)
     assert report.marks == len(shown.marks)
-    assert (after.facts, after.proposals, after.account_facts, after.memories, after.marks) == (
-        (),
-        (),
-        (),
-        (),
-        (),
-    )
+    assert report.pending == len(shown.pending) == 1
+    assert (
+        after.facts,
+        after.proposals,
+        after.account_facts,
+        after.memories,
+        after.marks,
+        after.pending,
+    ) == ((), (), (), (), (), ())
+    (marcos,) = engine.pending(MARCO)  # Marco's stays, no longer naming her as its reader
+    assert marcos.content == "Marco sits by the window" and marcos.reader is None
     assert not after.administrator
     assert engine.export_user("globex", "giulia").facts  # another account's Giulia stays
 
@@ -224,6 +254,10 @@ def damaged(data: dict[str, Any], change: str) -> dict[str, Any]:
         broken["facts"][2]["ended_recorded_at"] = broken["facts"][2]["end_cause"] = None
     elif change == "last-mark":
         broken["marks"][-1]["first_read_at"] = None
+    elif change == "held-operation":
+        broken["pending"][0]["operation"] = "erase"
+    elif change == "held-for-another":
+        broken["pending"][0]["user"] = "marco"
     return broken
 
 
@@ -237,6 +271,8 @@ def damaged(data: dict[str, Any], change: str) -> dict[str, Any]:
         ("someone-else", "memories[0]"),
         ("two-true", "facts"),
         ("last-mark", "marks[3].first_read_at"),
+        ("held-operation", "pending[0].operation"),
+        ("held-for-another", "pending[0]"),
     ],
 )
 def test_an_import_refuses_a_file_it_cannot_trust_by_field_and_changes_nothing(
@@ -286,6 +322,7 @@ def test_an_import_into_another_database_restores_her_own_rows(
         # The account's facts are not hers to bring, nor are marks of versions not there.
         assert restored.account_facts == ()
         assert [m.reader for m in restored.marks] == ["support-bot"]
+        assert [p.content for p in other.pending(giulia)] == ["Giulia has a dog called Fido"]
         assert other.proposals("acme") == [
             f for f in restored.proposals if f.scope == Scope.ACCOUNT_PROPOSED
         ]

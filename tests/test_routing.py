@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, MemoryEngine, Scope
+from korely_memory import Identity, MemoryEngine, Operation, Scope
 from korely_memory._database import create, resolve_url
 from korely_memory._migrations import SHARED, VERSION_TABLE, create_partitioned, schema_transaction
 
@@ -97,6 +97,7 @@ def common_paths(engine: MemoryEngine) -> None:
     engine.forget(GIULIA, "shoe-size", erase=True)
     engine.forget_memory(GIULIA, engine.add_memory(GIULIA, "Giulia likes trams").id)
     engine.get_context(GIULIA, "Where does Giulia live?", reader="bot")
+    held_for_approval(engine)
     store_items(engine)
     exported = engine.export_user(ACME, "giulia")
     engine.delete_reader(ACME, "bot")
@@ -104,6 +105,29 @@ def common_paths(engine: MemoryEngine) -> None:
     engine.import_user(exported, pseudonym=erased.pseudonym, administrator=True)
     engine.erase_user(ACME, "giulia")
     engine.get_context(MARCO, "When does Acme open?", reader="bot")
+
+
+def held_for_approval(engine: MemoryEngine) -> None:
+    """Captured facts held for the person's approval: approved (each operation), declined, and
+    one left held for the export, the erasure and the import."""
+    said = [("user", "I moved to Turin, and I have a dog.")]
+    changes = [
+        Operation("replace", "home-city", "Giulia lives in Turin"),
+        Operation("record", "pet", "Giulia has a dog"),
+        Operation("record", "pet", "Giulia has a dog"),  # held once
+        Operation("end", "home-city"),
+    ]
+    engine.capture(GIULIA, said, extractor=lambda m, f: changes, hold_for_owner=True, reader="bot")
+    city, pet, ended = engine.pending(GIULIA)
+    engine.approve(GIULIA, city.id, reader="app")
+    engine.approve(GIULIA, ended.id, reader="app")
+    engine.decline(GIULIA, pet.id)
+    engine.capture(
+        GIULIA,
+        [("user", "I have a cat.")],
+        extractor=lambda m, f: [Operation("record", "pet", "Giulia has a cat")],
+        hold_for_owner=True,
+    )
 
 
 def store_items(engine: MemoryEngine) -> None:

@@ -27,6 +27,7 @@ from .._tokens import TokenCounter
 from .._types import Fact
 from .._word_index import AS_RECORDED, _AsRecorded
 from .._words import Words
+from .approvals import ApprovalMethods
 from .context import ContextMethods
 from .core import Clock
 from .facts import FactMethods
@@ -68,7 +69,13 @@ def utcnow() -> dt.datetime:
 
 
 class MemoryEngine(
-    FactMethods, ReviewMethods, ContextMethods, MemoryMethods, UpkeepMethods, ItemMethods
+    FactMethods,
+    ReviewMethods,
+    ContextMethods,
+    MemoryMethods,
+    ApprovalMethods,
+    UpkeepMethods,
+    ItemMethods,
 ):
     """Durable, correctable memory for agents.
 
@@ -265,6 +272,9 @@ class MemoryEngine(
     asearch_memories = _twin(MemoryMethods.search_memories)
     asearch = _twin(MemoryMethods.search)
     acapture = _twin(MemoryMethods.capture)
+    apending = _twin(ApprovalMethods.pending)
+    aapprove = _twin(ApprovalMethods.approve)
+    adecline = _twin(ApprovalMethods.decline)
     aerase_user = _twin(UpkeepMethods.erase_user)
     aexport_user = _twin(UpkeepMethods.export_user)
     aimport_user = _twin(UpkeepMethods.import_user)

@@ -2,7 +2,8 @@
 
 ``MemoryEngine`` (``_engine/__init__.py``) is made of one class per concern: facts
 (``facts.py``), review (``review.py``), the context block (``context.py``), memories
-and recall (``memories.py``), and erasure and upkeep (``upkeep.py``). Each builds on
+and recall (``memories.py``), captured facts held for approval (``approvals.py``), and
+erasure and upkeep (``upkeep.py``). Each builds on
 ``EngineCore``: the transactions (``_write``, ``_read``) and the mark step
 (``_write_marks``) live here, once.
 """

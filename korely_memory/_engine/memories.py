@@ -152,6 +152,7 @@ class MemoryMethods(EngineCore):
         max_facts: int | None = None,
         reader: str | None = None,
         keep_excerpt: bool = True,
+        hold_for_owner: bool = False,
     ) -> CaptureReport:
         """Keep the facts an extractor draws from a conversation excerpt, and the excerpt.
 
@@ -171,6 +172,17 @@ class MemoryMethods(EngineCore):
         words said again later are captured again. Without it, nothing of the
         excerpt is kept but the facts.
 
+        With ``hold_for_owner``, an operation on the person's own facts (a fact
+        about them, on a key that is free or holds a user fact of theirs) is
+        not written but held for their approval, as the ``remember``,
+        ``correct`` or ``forget`` it would be (step ``held``; ``pending``,
+        ``approve`` and ``decline`` take it from there). Nothing held is shown
+        anywhere until approved. The same change already held for the identity
+        is not held twice. What is the account's is proposed for review as
+        without it. No excerpt is kept (``keep_excerpt`` plays no part): its
+        words would be shown before the person approved anything, and a fact
+        approved is their own statement, with no source memory.
+
         Args:
             who: Whose memory: (account, user, agent).
             messages: The excerpt, as ``(role, text)`` pairs.
@@ -180,10 +192,12 @@ class MemoryMethods(EngineCore):
             reader: The writing agent's reader name: it is not told of its own changes.
             keep_excerpt: Keep the excerpt as a memory, shown in blocks as quoted speech
                 and found by ``search``.
+            hold_for_owner: Hold the changes to the person's own facts for their
+                approval instead of writing them.
 
         Returns:
-            The memory kept (None without ``keep_excerpt``) and what became of each
-            operation.
+            The memory kept (None without ``keep_excerpt`` or with ``hold_for_owner``)
+            and what became of each operation.
 
         Raises:
             InvalidRequest: An argument breaks a rule, or the extractor's answer is
@@ -195,6 +209,8 @@ class MemoryMethods(EngineCore):
         _validation.name("reader", reader, optional=True)
         rehearsal = _validation.flag("dry_run", dry_run)
         keeping = _validation.flag("keep_excerpt", keep_excerpt)
+        holding = _validation.flag("hold_for_owner", hold_for_owner)
+        keeping = keeping and not holding
         turns = [(role, text) for role, text in messages]
         if keeping and self._read(lambda conn: _capture_writes.kept_last(conn, who, said)):
             return CaptureReport(None, dry_run=rehearsal, already_captured=True)
@@ -210,7 +226,14 @@ class MemoryMethods(EngineCore):
                 memory = _memories.add(conn, who, said, self._now(conn), self._words)
             source = memory.id if memory is not None else None
             steps = _capture_writes.apply(
-                conn, self._writer, who, source, operations, ceiling=ceiling, reader=reader
+                conn,
+                self._writer,
+                who,
+                source,
+                operations,
+                ceiling=ceiling,
+                reader=reader,
+                hold=holding,
             )
             report = CaptureReport(memory, tuple(steps), dry_run=rehearsal)
             if rehearsal:

@@ -24,10 +24,10 @@ class UpkeepMethods(EngineCore):
     def erase_user(self, account: str, user: str) -> ErasureReport:
         """Delete everything about ``user`` in ``account``, at once and for every reader.
 
-        Every fact, version, memory and mark about them, and every mark read
-        under a reader of that name, go in one transaction that no write about
-        them can interleave with. Confirmed account facts they stated stay, with
-        their name replaced by a pseudonym.
+        Every fact, version, memory and mark about them, every change held for
+        their approval, and every mark read under a reader of that name, go in
+        one transaction that no write about them can interleave with. Confirmed
+        account facts they stated stay, with their name replaced by a pseudonym.
 
         On SQLite the deleted words leave the file too (``report.scrubbed`` says
         whether the write-ahead log could be emptied: a connection holding an
@@ -73,9 +73,10 @@ class UpkeepMethods(EngineCore):
 
         Read in one snapshot: every version of every fact in their own namespaces
         (under every agent definition), their proposals, the confirmed account
-        facts they stated or confirmed, their memories, and the read marks about
-        them or read under their name: what ``erase_user`` deletes or makes
-        anonymous. ``export.to_dict()`` is the same as JSON-ready data.
+        facts they stated or confirmed, their memories, the read marks about
+        them or read under their name, and the changes held for their approval:
+        what ``erase_user`` deletes or makes anonymous. ``export.to_dict()`` is the
+        same as JSON-ready data.
 
         Args:
             account: The account.

@@ -2,7 +2,9 @@
 
 The person writes distinctive random words in every way the engine keeps text:
 facts, corrected and forgotten versions, rejected proposals, memories, facts
-read from memories, read marks under readers (one named after them). Then every
+read from memories, read marks under readers (one named after them), facts
+captured and held for their approval (and another's, captured under a reader
+named after them). Then every
 column of every table is scanned for their name and words and, on SQLite, the
 database file and its write-ahead log, byte by byte.
 """
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from korely_memory import Identity, MemoryEngine
+from korely_memory import Identity, MemoryEngine, Operation
 
 from .soak import scale, tally
 
@@ -33,7 +35,7 @@ def live_their_life(engine: MemoryEngine, rng: random.Random) -> tuple[str, list
     admin = Identity("acme", "anna", "support")
     engine.grant_admin("acme", "anna")
     engine.grant_admin("acme", name)
-    theirs = [word(rng) for _ in range(10)]
+    theirs = [word(rng) for _ in range(12)]
     kept = [word(rng) for _ in range(3)]
 
     engine.remember(me, "home-city", f"Lives in {theirs[0]}")
@@ -59,6 +61,17 @@ def live_their_life(engine: MemoryEngine, rng: random.Random) -> tuple[str, list
     )
     engine.remember(neighbour, "home-city", f"Lives in {kept[2]}")
     engine.get_context(neighbour, reader=name)
+    held = [Operation("record", "pet", f"Has a dog called {theirs[10]}")]
+    engine.capture(
+        me, [("user", f"My dog {theirs[11]}")], extractor=lambda m, f: held, hold_for_owner=True
+    )
+    engine.capture(
+        neighbour,
+        [("user", "I sit by the window")],
+        extractor=lambda m, f: [Operation("record", "desk", "Sits by the window")],
+        hold_for_owner=True,
+        reader=name,
+    )
     for _ in range(scale(3, 30)):
         engine.correct(me, "home-city", f"Lives in {theirs[rng.randrange(2)]} {rng.random()}")
     return name, theirs, kept
@@ -88,6 +101,7 @@ def test_nothing_of_an_erased_user_remains_in_any_table(db_url: str) -> None:
             report = engine.erase_user("acme", name)
             tally("users erased")
             assert report.facts > 0 and report.memories == 2 and report.account_facts_kept == 1
+            assert report.pending == 1
             assert rows_naming(engine, [name, *theirs]) == []
             assert len(rows_naming(engine, kept)) >= len(kept)  # the account's facts stay
 
