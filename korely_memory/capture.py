@@ -178,13 +178,29 @@ class Job:
         return [pair for _, pairs in self.turns for pair in pairs]
 
 
-def check_capture(capture: Any, inline: Any, delay: Any, keep_excerpts: Any = False) -> None:
-    """Raises `InvalidRequest` naming `capture`, `capture_inline`, `capture_delay` or
-    `keep_excerpts`."""
+def check_capture(
+    capture: Any,
+    inline: Any,
+    delay: Any,
+    keep_excerpts: Any = False,
+    hold_for_owner: Any = False,
+) -> None:
+    """Raises `InvalidRequest` naming `capture`, `capture_inline`, `capture_delay`,
+    `keep_excerpts` or `hold_for_owner`."""
     if not isinstance(keep_excerpts, bool):
         raise InvalidRequest("keep_excerpts", "must be True or False")
     if keep_excerpts and capture is None:
         raise InvalidRequest("keep_excerpts", "needs capture=, the extractor to capture with")
+    if not isinstance(hold_for_owner, bool):
+        raise InvalidRequest("hold_for_owner", "must be True or False")
+    if hold_for_owner and capture is None:
+        raise InvalidRequest("hold_for_owner", "needs capture=, the extractor to capture with")
+    if hold_for_owner and keep_excerpts:
+        raise InvalidRequest(
+            "hold_for_owner",
+            "keeps no excerpt (its words would be shown before the person approved anything): "
+            "leave keep_excerpts off",
+        )
     if capture is not None and not callable(capture):
         raise InvalidRequest("capture", "must be an extractor, e.g. korely_extractor(model)")
     if not isinstance(inline, bool):
@@ -214,6 +230,7 @@ class Captures:
         inline: bool,
         delay: float,
         keep_excerpts: bool = False,
+        hold_for_owner: bool = False,
     ) -> None:
         self._engine = engine
         self._extractor = extractor
@@ -221,6 +238,7 @@ class Captures:
             "reader": reader,
             "max_facts": max_facts,
             "keep_excerpt": keep_excerpts,
+            "hold_for_owner": hold_for_owner,
         }
         self._background = None if inline else Background(self._capture, Job.joined, delay=delay)
         self._counts = dict.fromkeys(

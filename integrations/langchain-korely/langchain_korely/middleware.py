@@ -104,6 +104,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         capture_delay: float = DEFAULT_DELAY,
         keep_excerpts: bool = False,
         capture_from: Speaker | None = None,
+        hold_for_owner: bool = False,
     ) -> None:
         """Configure the middleware.
 
@@ -157,6 +158,10 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
                 without a `name`, or named after the identity's user; in a group chat
                 (`HumanMessage(..., name=...)`) the others' words are left out, and a turn
                 in which the person said nothing is not captured.
+            hold_for_owner: Hold what capture draws about the person's own facts for their
+                approval (`MemoryEngine.pending`, `approve`, `decline`) instead of writing it:
+                nothing of it is shown until approved. Needs `capture`; keeps no excerpt, so
+                not with `keep_excerpts`.
 
         Raises:
             InvalidRequest: An argument is not one the middleware takes; `field`
@@ -168,7 +173,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         limits.check_changes(changes)
         limits.check_max_facts(max_facts)
         check_tool_prefix(tool_prefix)
-        check_capture(capture, capture_inline, capture_delay, keep_excerpts)
+        check_capture(capture, capture_inline, capture_delay, keep_excerpts, hold_for_owner)
         check_capture_from(capture_from, capture)
         name = check_options(
             placement, on_error, read_only, cache_marker, identity_from, name, tool_prefix
@@ -203,6 +208,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
         self.capture, self.capture_inline = capture, capture_inline
         self.capture_delay = capture_delay
         self.keep_excerpts = keep_excerpts
+        self.hold_for_owner = hold_for_owner
         self.capture_from: Speaker = capture_from or said_by_the_person
         self._captures = None
         self._warned_skip = False
@@ -210,6 +216,7 @@ class KorelyMiddleware(CaptureControls, AgentMiddleware[KorelyState, Any]):
             self._captures = Captures(
                 engine, capture, reader=reader, max_facts=max_facts,
                 inline=capture_inline, delay=capture_delay, keep_excerpts=keep_excerpts,
+                hold_for_owner=hold_for_owner,
             )  # fmt: skip
 
     @property

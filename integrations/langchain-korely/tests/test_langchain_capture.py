@@ -403,10 +403,46 @@ async def test_the_extraction_call_is_not_among_the_runs_events(
     assert len(models) == 1 and "korely_capture" not in {e["name"] for e in events}
 
 
+@pytest.mark.asyncio
+async def test_with_hold_for_owner_a_captured_fact_waits_for_the_persons_approval(
+    engine: MemoryEngine, giulia: Identity, agents: Agents, use_async: bool
+) -> None:
+    chat = scripted("Rome is lovely.", "I do not know yet.", "You live in Rome.")
+    extractor = korely_extractor(scripted(operations(ROME), operations(), operations()))
+    agent, middleware = agents(chat, extractor, capture_inline=True, hold_for_owner=True)
+
+    await ask(agent, "I live in Rome.", giulia, use_async)
+    (held,) = engine.pending(giulia)
+    assert (held.operation, held.key, held.content, held.reader) == (
+        "remember",
+        "home-city",
+        "Giulia lives in Rome",
+        "support-bot",
+    )
+    assert engine.get_facts(giulia) == []
+    assert engine.export_user("acme", "giulia").memories == ()  # no excerpt is kept
+
+    await ask(agent, "Where do I live?", giulia, use_async)
+    assert "Giulia lives in Rome" not in chat.prompts[1]
+
+    approved = engine.approve(giulia, held.id)
+    assert approved is not None and approved.source_memory_id is None
+    await ask(agent, "Where do I live?", giulia, use_async)
+    assert "- home-city: Giulia lives in Rome" in chat.prompts[2]
+    assert engine.pending(giulia) == []
+    assert middleware.capture_stats == CaptureStats(captured=3)
+
+
 @pytest.mark.parametrize(
     ("options", "field"),
     [
         ({"capture": "gpt-4o-mini"}, "capture"),
+        ({"capture": lambda m, f: [], "hold_for_owner": "yes"}, "hold_for_owner"),
+        ({"hold_for_owner": True}, "hold_for_owner"),  # nothing to capture with
+        (
+            {"capture": lambda m, f: [], "hold_for_owner": True, "keep_excerpts": True},
+            "hold_for_owner",
+        ),
         ({"capture": lambda m, f: [], "capture_inline": "yes"}, "capture_inline"),
         ({"capture_inline": True}, "capture_inline"),  # inline, but nothing to capture with
         ({"capture": lambda m, f: [], "capture_delay": -1}, "capture_delay"),

@@ -99,6 +99,31 @@ async def test_a_fact_captured_in_one_conversation_is_in_the_block_of_the_next(
     assert kept.content == "user: I live in Rome.\n\nassistant: Noted."
 
 
+@pytest.mark.parametrize("inline", [False, True], ids=["background", "inline"])
+async def test_with_hold_for_owner_a_captured_fact_waits_for_the_persons_approval(
+    engine: MemoryEngine, giulia: Identity, memories: Any, inline: bool
+) -> None:
+    first = memories(giulia, operations(ROME), capture_inline=inline, hold_for_owner=True)
+    chat = SimpleChatEngine.from_defaults(llm=Script.llm(Script.say("Noted.")), memory=first)
+    await chat.achat("I live in Rome.")
+    assert first.flush(timeout=30)
+    assert first.capture_stats == CaptureStats(captured=1)
+    (held,) = engine.pending(giulia)
+    assert (held.operation, held.key, held.content) == ("remember", "home-city", ROME["content"])
+    assert engine.get_facts(giulia) == [] and engine.search_memories(giulia, "") == []
+
+    llm = Script.llm(Script.say("I do not know."), Script.say("In Rome."))
+    chat = SimpleChatEngine.from_defaults(llm=llm, memory=memories(giulia))
+    await chat.achat("Where do I live?")
+    assert "Giulia lives in Rome" not in Script.text(llm.received[0])
+
+    engine.approve(giulia, held.id, reader="support-bot")
+    chat = SimpleChatEngine.from_defaults(llm=llm, memory=memories(giulia))
+    await chat.achat("Where do I live?")
+    assert "- home-city: Giulia lives in Rome" in Script.text(llm.received[1])
+    assert engine.pending(giulia) == []
+
+
 async def test_a_correction_is_captured_as_a_replacement_and_told_once_to_other_readers(
     engine: MemoryEngine, giulia: Identity, memories: Any
 ) -> None:
@@ -266,8 +291,23 @@ def test_without_capture_there_is_nothing_to_count_or_wait_for(
         ({"capture": lambda m, f: [], "capture_inline": "yes"}, "capture_inline"),
         ({"capture": lambda m, f: [], "capture_delay": -1}, "capture_delay"),
         ({"max_facts": -1}, "max_facts"),
+        ({"capture": lambda m, f: [], "hold_for_owner": 1}, "hold_for_owner"),
+        ({"hold_for_owner": True}, "hold_for_owner"),
+        (
+            {"capture": lambda m, f: [], "hold_for_owner": True, "keep_excerpts": True},
+            "hold_for_owner",
+        ),
     ],
-    ids=["not an extractor", "inline without capture", "inline not a flag", "delay", "ceiling"],
+    ids=[
+        "not an extractor",
+        "inline without capture",
+        "inline not a flag",
+        "delay",
+        "ceiling",
+        "hold not a flag",
+        "hold without capture",
+        "hold with excerpts",
+    ],
 )
 def test_bad_capture_options_are_refused_by_name(
     engine: MemoryEngine, giulia: Identity, options: dict[str, Any], field: str

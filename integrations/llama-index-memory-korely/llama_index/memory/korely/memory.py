@@ -100,6 +100,7 @@ class KorelyMemory(CaptureControls, Memory):
         capture_delay: float = DEFAULT_DELAY,
         keep_excerpts: bool = False,
         max_facts: int | None = None,
+        hold_for_owner: bool = False,
         **memory_kwargs: Any,
     ) -> KorelyMemory:
         """A ``Memory`` for one conversation of ``identity``.
@@ -139,6 +140,10 @@ class KorelyMemory(CaptureControls, Memory):
                 default: only the facts are kept, which the person can see, correct and erase
                 under their keys.
             max_facts: Refuse a new key to capture once the identity holds this many facts.
+            hold_for_owner: Hold what capture draws about the person's own facts for their
+                approval (``MemoryEngine.pending``, ``approve``, ``decline``) instead of
+                writing it: nothing of it is shown until approved. Needs ``capture``; keeps no
+                excerpt, so not with ``keep_excerpts``.
             **memory_kwargs: Passed to ``Memory.from_defaults`` (``session_id``,
                 ``token_limit``, ``chat_history_token_ratio``, ``memory_blocks``,
                 ``chat_store``, ``async_database_uri``, ...).
@@ -157,7 +162,7 @@ class KorelyMemory(CaptureControls, Memory):
         limits.check_changes(changes)
         period = limits.check_hold(hold)
         limits.check_max_facts(max_facts)
-        check_capture(capture, capture_inline, capture_delay, keep_excerpts)
+        check_capture(capture, capture_inline, capture_delay, keep_excerpts, hold_for_owner)
         if token_budget is not None:
             limits.check_token_budget(token_budget)
         if placement not in PLACEMENTS:
@@ -221,6 +226,7 @@ class KorelyMemory(CaptureControls, Memory):
             memory._captures = Captures(
                 engine, capture, reader=reader, max_facts=max_facts,
                 inline=capture_inline, delay=capture_delay, keep_excerpts=keep_excerpts,
+                hold_for_owner=hold_for_owner,
             )  # fmt: skip
         return memory
 
