@@ -42,6 +42,8 @@ class Sizes:
     placements: tuple[str, ...] = ("system", "context", "notes")
     store_items: tuple[int, ...] = (40, 1_000, 10_000)
     locomo_conversations: int | None = None  # the first N of the file's ten (None: all)
+    server_clients: int = 20  # korely-server: clients at once, each its own person
+    server_calls: int = 50  # calls of each client
 
 
 SMOKE = Sizes(
@@ -68,6 +70,8 @@ SMOKE = Sizes(
     placements=("notes",),
     store_items=(40, 200),
     locomo_conversations=1,
+    server_clients=2,
+    server_calls=10,
 )
 
 

@@ -28,7 +28,16 @@ from collections.abc import Callable, Iterator
 from korely_memory import Identity, MemoryEngine
 from korely_memory._tokens import TokenCounter
 
-from . import concurrency, locomo, long_memories, peers, placement, relevance, store
+from . import (
+    concurrency,
+    locomo,
+    long_memories,
+    peers,
+    placement,
+    relevance,
+    server_load,
+    store,
+)
 from . import workloads as w
 from .base import PEER, SMOKE, Databases, Sizes, Table, in_turns
 from .data import QUERY, items, load, others, person
@@ -237,6 +246,7 @@ WORKLOADS = {
     "placement": placement.placement,
     "store": store.store,
     "locomo": locomo.locomo,
+    "server": server_load.server_load,
 }
 
 

@@ -58,6 +58,9 @@ def test_smoke_run_prints_the_table(postgresql_url: str) -> None:
         "LangGraph SqliteStore: get, 200 items |",
         "LangGraph PostgresStore: search, 40 items |",
         "KorelyStore: search with a query (BM25), 200 items |",
+        "server, 1 client x 10 calls: get_context p50 / p95 / p99 (ms) |",
+        "server, 2 clients x 10 calls: calls/s |",
+        "server, 2 clients x 10 calls: errors (answers not 2xx) | 0 | 0 |",
     ):
         assert row in table, f"{row!r} missing from the table:\n{table}"
     assert "PostgreSQL skipped" not in done.stderr
