@@ -66,6 +66,7 @@ def test_the_install_check_lists_every_check() -> None:
         "mcp",
         "mcp-postgres",
         "server",
+        "server-postgres",
     }
 
 
