@@ -198,10 +198,12 @@ def _handle_errors(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         first: dict[str, Any] = error.errors()[0] if error.errors() else {}
-        where = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
-        field = ".".join(where[-2:] if where[:1] == ["path"] else where) or None
-        field = field.removeprefix("path.") if field else None
-        message = f"{field}: {first.get('msg', 'is not valid')}" if field else "not valid"
+        # ("body", "key"), ("query", "limit"), ("path", "fact_id"): the field's name; a body
+        # that is not JSON is ("body", <offset>), no field.
+        where = [str(part) for part in first.get("loc", ())[1:] if isinstance(part, str)]
+        field = ".".join(where) or None
+        said = first.get("msg", "is not valid")
+        message = f"{field}: {said}" if field else f"the request's body: {said}"
         return _error(422, "invalid_request", field, message)
 
     @app.exception_handler(SQLAlchemyError)

@@ -79,17 +79,19 @@ def command(*args: str, pid_file: Path | None = None) -> list[str]:
 
 @dataclass
 class Server:
-    """A running server: its base URL, its process, its log and database."""
+    """A running server: its base URL, its process (the launcher `command` starts: stopping it
+    stops the server gracefully), its log and database, and the server's own process id."""
 
     url: str
     process: subprocess.Popen[bytes]
     log: Path
     database: str
+    pid: int
 
     def client(self, caller: str | None, **options: Any) -> httpx.Client:
         """An HTTP client of the server sending the token of ``caller`` (None: no token)."""
         headers = {} if caller is None else {"Authorization": f"Bearer {TOKENS[caller][0]}"}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=60, **options)
+        return httpx.Client(base_url=self.url, headers=headers, **{"timeout": 60, **options})
 
 
 @contextlib.contextmanager
@@ -103,14 +105,18 @@ def running(database: str, folder: Path, *flags: str, admin: bool = True) -> Ite
             assert ADMIN.user is not None
             engine.grant_admin(ADMIN.account, ADMIN.user)
     tokens = write_tokens(folder / "tokens.json")
-    log = folder / "server.log"
+    log, pid_file = folder / "server.log", folder / "server.pid"
     args = ["--tokens", str(tokens), "--port", "0", "--url", database, *flags]
     with log.open("w") as errors:
         process = subprocess.Popen(
-            command(*args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors
+            command(*args, pid_file=pid_file),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
         )
     try:
-        yield Server(_base_url(process, log), process, log, database)
+        url = _base_url(process, log)
+        yield Server(url, process, log, database, int(pid_file.read_text()))
     finally:
         stop(process)
 

@@ -429,8 +429,8 @@ def test_captured_facts_wait_for_the_persons_approval(db_url: str, tmp_path: Pat
 
     def extractor(messages: Any, known: Any) -> list[Operation]:
         return [
-            Operation("remember", "home-city", "Giulia lives in Rome"),
-            Operation("remember", "pet", "Giulia has a cat"),
+            Operation("record", "home-city", "Giulia lives in Rome"),
+            Operation("record", "pet", "Giulia has a cat"),
         ]
 
     with contextlib.closing(MemoryEngine(db_url)) as engine:

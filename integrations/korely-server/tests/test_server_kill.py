@@ -5,13 +5,10 @@ whose 201 reached its client is in the database afterwards, the database opens a
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import signal
-import subprocess
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,34 +18,11 @@ import pytest
 from korely_memory import Identity, MemoryEngine
 from tests.cli_helpers import korely
 
-from . import servers
 from .servers import ACCOUNT, AGENT, Server, running
 
 # (token, user_id) of each writer: the backend for three people, and Giulia's own client.
 WRITERS = [("backend", "kill-a"), ("backend", "kill-b"), ("backend", "kill-c"), ("giulia", None)]
 ACKNOWLEDGED_BEFORE_KILL = 40  # writes acknowledged before the kill's random moment starts
-
-
-@contextlib.contextmanager
-def killable(database: str, folder: Path) -> Iterator[tuple[Server, int]]:
-    """A server as `servers.running` starts one, and the process id of the server itself (the
-    command `servers.command` gives is a launcher that hands the server's start to this process:
-    killing the launcher stops the server gracefully)."""
-    tokens = servers.write_tokens(folder / "tokens.json")
-    log, pid_file = folder / "killed.log", folder / "server.pid"
-    args = ["--tokens", str(tokens), "--port", "0", "--url", database]
-    with log.open("w") as errors:
-        process = subprocess.Popen(
-            servers.command(*args, pid_file=pid_file),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=errors,
-        )
-    try:
-        url = servers._base_url(process, log)
-        yield Server(url, process, log, database), int(pid_file.read_text())
-    finally:
-        servers.stop(process)
 
 
 def write_until_refused(
@@ -78,7 +52,7 @@ def write_until_refused(
 def test_a_server_killed_mid_write_loses_no_acknowledged_write(db_url: str, tmp_path: Path) -> None:
     acknowledged: list[tuple[str, str, str, int]] = []
     delay = random.uniform(0.0, 0.5)
-    with killable(db_url, tmp_path) as (server, pid), ThreadPoolExecutor(len(WRITERS)) as pool:
+    with running(db_url, tmp_path, admin=False) as server, ThreadPoolExecutor(len(WRITERS)) as pool:
         writers = [
             pool.submit(write_until_refused, server, writer, acknowledged)
             for writer in range(len(WRITERS))
@@ -89,7 +63,7 @@ def test_a_server_killed_mid_write_loses_no_acknowledged_write(db_url: str, tmp_
             time.sleep(0.01)
         assert len(acknowledged) >= ACKNOWLEDGED_BEFORE_KILL, server.log.read_text()
         time.sleep(delay)
-        os.kill(pid, signal.SIGKILL)
+        os.kill(server.pid, signal.SIGKILL)
         # The launcher ends as its program did: by the same signal.
         assert server.process.wait(timeout=20) == -signal.SIGKILL
         assert [w.result(timeout=30) for w in writers] == [0] * len(WRITERS)
