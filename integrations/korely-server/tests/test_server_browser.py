@@ -1,0 +1,121 @@
+"""The administrator's page in a real browser (headless Chromium), against a running
+`korely-server` on SQLite and PostgreSQL: sign in, confirm and reject proposals, open a person,
+export and erase them; what each step did is checked through the REST API."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
+
+from .browsers import chromium
+from .pages import ADMIN_TOKEN, HOME, HOURS, LANGUAGE, WIFI, ok
+from .servers import running
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    """One browser for the module's tests (each starts with no cookie)."""
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
+        yield driver
+
+
+def shown(browser: WebDriver, css: str, text: str = "") -> WebElement:
+    """The element ``css`` names once the page shows it (holding ``text``)."""
+
+    def found(driver: WebDriver) -> WebElement | None:
+        for element in driver.find_elements(By.CSS_SELECTOR, css):
+            if text in element.text:
+                return element
+        return None
+
+    # A page being replaced leaves stale elements: look again.
+    wait = WebDriverWait(browser, 15, ignored_exceptions=[StaleElementReferenceException])
+    element: WebElement = wait.until(found, f"no {css} with {text!r}")
+    return element
+
+
+def downloaded(folder: Path, name: str) -> Path:
+    """The file ``name`` once the browser has finished downloading it into ``folder``."""
+    path = folder / name
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if path.exists() and not list(folder.glob("*.crdownload")):
+            return path
+        time.sleep(0.05)
+    raise AssertionError(f"no {name} in {folder}: {sorted(p.name for p in folder.iterdir())}")
+
+
+def test_an_administrator_reviews_exports_and_erases_in_the_browser(
+    browser: WebDriver, db_url: str, tmp_path: Path
+) -> None:
+    browser.delete_all_cookies()  # the module's browser: another test's server shared the host
+    downloads = Path(browser.capabilities["chrome"]["userDataDir"]).parent / "downloads"
+    with (
+        running(db_url, tmp_path) as server,
+        server.client("giulia") as giulia,
+        server.client("marco") as marco,
+    ):
+        ok(giulia.post("/v1/facts", json=HOME), 201)
+        ok(giulia.post("/v1/facts", json=LANGUAGE), 201)
+        wifi = ok(giulia.post("/v1/facts", json=WIFI), 201)
+        hours = ok(giulia.post("/v1/facts", json=HOURS), 201)
+
+        # Sign in: the page sends the browser to the form, then back to the queue.
+        browser.get(server.url + "/admin")
+        shown(browser, "h1", "Sign in").is_displayed()
+        browser.find_element(By.ID, "token").send_keys(ADMIN_TOKEN)
+        shown(browser, "form[action='/admin/sign-in'] button").click()
+        shown(browser, "h1", "Review queue")
+        assert browser.current_url == server.url + "/admin"
+
+        # Confirm one proposal: Marco's block shows it. Reject the other: it shows nowhere.
+        shown(browser, f"#proposal-{wifi['id']} button[value=confirm]").click()
+        shown(browser, ".notice", "Confirmed 'office-wifi'")
+        assert WIFI["content"] in ok(marco.get("/v1/context"))["text"]
+        shown(browser, f"#proposal-{hours['id']} button[value=reject]").click()
+        shown(browser, ".notice", "Rejected 'office-hours'")
+        shown(browser, ".empty", "No proposal is waiting.")
+        assert HOURS["content"] not in ok(marco.get("/v1/context"))["text"]
+
+        # Giulia's page, looked up by name.
+        shown(browser, "#lookup-user").send_keys("giulia")
+        shown(browser, "form.lookup button").click()
+        shown(browser, "h1", "giulia")
+        assert shown(browser, "#key-home-city .now").text == HOME["content"]
+        assert "Giulia prefers Italian" in shown(browser, "#key-language").text
+
+        # Export: a confirmation, then the file.
+        shown(browser, "a.button", "Export").click()
+        shown(browser, "button", "Download the export").click()
+        export = json.loads(downloaded(downloads, "korely-export-acme-giulia.json").read_text())
+        assert export["user"] == "giulia"
+        assert {f["content"] for f in export["facts"]} >= {HOME["content"], LANGUAGE["content"]}
+
+        # Erase: the name typed first; the report after.
+        browser.get(server.url + "/admin/people/giulia")
+        shown(browser, "a.button.danger", "Erase").click()
+        shown(browser, "h1", "Erase giulia")
+        shown(browser, "#confirm-user").send_keys("giulia")
+        shown(browser, "button.danger[type=submit]").click()
+        report = shown(browser, "h1", "giulia was erased")
+        kept = shown(browser, "table.report").text.replace("\n", " ")
+        assert "Account facts kept, under the pseudonym 1" in kept
+        assert report.is_displayed()
+
+        # Through the API: nothing of Giulia's own is left; the account's fact she proposed stays
+        # for everyone, and Marco's block shows none of her words but that.
+        left = ok(giulia.get("/v1/facts", params={"include_invalidated": True}))["facts"]
+        assert [(f["key"], f["scope"]) for f in left] == [("office-wifi", "account")]
+        assert left[0]["user"] != "giulia"
+        block = ok(marco.get("/v1/context", params={"query": "Giulia Rome Italian"}))["text"]
+        assert WIFI["content"] in block
+        assert "Rome" not in block and "Italian" not in block
