@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from . import _expiry, _items, _marks, _memories, _notes, _pending, _versions
-from ._errors import InvalidRequest, LimitExceeded, NotFound, PermissionDenied
+from ._errors import InvalidRequest, LimitExceeded, NotCurrent, NotFound, PermissionDenied
 from ._identity import EndCause, Identity, Scope
 from ._types import Fact
 from ._words import Words
@@ -110,27 +110,31 @@ def correct(
     rights: bool = True,
     source: int | None = None,
     read_from_memory: bool = False,
+    expected_id: int | None = None,
 ) -> Fact:
     """``correct``: replace the true fact under ``key``; without ``rights``, an account fact's
-    correction is a proposal. ``read_from_memory`` as for ``record``."""
+    correction is a proposal. ``read_from_memory`` as for ``record``; ``expected_id``: the
+    version the caller means, refused (`NotCurrent`) when another is true under the key."""
     _versions.lock_person(conn, who.account, who.user, reader)
     _versions.lock_key(conn, who, key)
     now = w.now(conn)
     _check_interval(valid_from or now, valid_until)
     read = source is not None or read_from_memory
     cause = EndCause.READ_FROM_MEMORY if read else EndCause.CORRECTED
-    old = _own_current(conn, who, key, now)
-    if old is None:
-        old = _account_fact(conn, w, who, key, "correct", now, propose=not rights)
-        if not rights:
-            if old.content == content and old.valid_until == valid_until:
-                return old
-            proposal = _own_version(
-                who, key, content, Scope.ACCOUNT_PROPOSED.value, source, valid_until
-            )
-            return _replace(
-                conn, w, None, who, reader, cause=cause, valid_from=valid_from, now=now, **proposal
-            )
+    own = _own_current(conn, who, key, now)
+
+    def account() -> Fact:
+        return _account_fact(conn, w, who, key, "correct", now, propose=not rights)
+
+    old = _expected(expected_id, key, (lambda: own) if own is not None else account)
+    if own is None and not rights:
+        if old.content == content and old.valid_until == valid_until:
+            return old
+        scope = Scope.ACCOUNT_PROPOSED.value
+        proposal = _own_version(who, key, content, scope, source, valid_until)
+        return _replace(
+            conn, w, None, who, reader, cause=cause, valid_from=valid_from, now=now, **proposal
+        )
     if old.content == content and old.valid_until == valid_until:
         return old
     shared = old.effective_scope is Scope.ACCOUNT
@@ -167,22 +171,28 @@ def end(
     reader: str | None = None,
     rights: bool = True,
     cause: EndCause | None = None,
+    expected_id: int | None = None,
 ) -> Fact:
     """``forget``: end the true fact under ``key`` (``erase``: and remove every version's words,
-    and the changes to it held for ``who``'s approval)."""
+    and the changes to it held for ``who``'s approval); ``expected_id`` as for ``correct``."""
     _versions.lock_person(conn, who.account, who.user, reader)
     _versions.lock_key(conn, who, key)
     clock = w.now(conn)
     own = _versions.own_current(conn, who, key)
     if erase and own is not None and _expiry.expired(own, clock):
+        if expected_id is not None and expected_id != own.id:
+            _expected(expected_id, key, lambda: None)
         # Nothing is true to end, but its words are asked to go: they do, from every version.
         _versions.end_expired(conn, [own], clock)
         _erase_key(conn, w, own)
         _pending.erase_key(conn, who, key)
         return _fact(conn, who.account, own.id)
-    old = _own_current(conn, who, key, clock) or _account_fact(
-        conn, w, who, key, "forget", clock, propose=False, rights=rights
-    )
+    true = _own_current(conn, who, key, clock)
+
+    def account() -> Fact:
+        return _account_fact(conn, w, who, key, "forget", clock, propose=False, rights=rights)
+
+    old = _expected(expected_id, key, (lambda: true) if true is not None else account)
     if at is not None and at < old.valid_from:
         raise InvalidRequest(
             "at",
@@ -227,6 +237,27 @@ def _check_interval(start: dt.datetime, until: dt.datetime | None) -> None:
             "valid_until",
             f"must be after valid_from ({start.isoformat()}), got {until.isoformat()}",
         )
+
+
+def _expected(expected_id: int | None, key: str, current: Callable[[], Fact | None]) -> Fact:
+    """The version ``current()`` finds true under ``key``, which must be ``expected_id`` when
+    one is named: `NotCurrent` otherwise (the caller read a version that has ended since),
+    naming the true one, or none (where ``current()`` finds nothing, or raises NotFound)."""
+    try:
+        found = current()
+    except NotFound:
+        if expected_id is None:
+            raise
+        found = None
+    if found is not None and expected_id in (None, found.id):
+        return found
+    if expected_id is None:  # nothing true, and no version named: as without one
+        raise NotFound(f"no true fact under key {key!r}")
+    raise NotCurrent(
+        f"fact {expected_id} is not the true version under key {key!r}: "
+        + (f"fact {found.id} is" if found is not None else "nothing is true under it now"),
+        found.id if found is not None else None,
+    )
 
 
 def _own_current(conn: Connection, who: Identity, key: str, now: dt.datetime) -> Fact | None:

@@ -17,7 +17,9 @@ import sqlalchemy as sa
 
 from korely_memory import (
     Identity,
+    InvalidRequest,
     MemoryEngine,
+    NotCurrent,
     NotFound,
     _database,
     _marks,
@@ -297,3 +299,59 @@ class _DriverError(Exception):
 def test_the_mark_step_gives_way_to_weather_not_to_bugs(sqlstate: str, gives_way: bool) -> None:
     error = sa.exc.OperationalError("UPDATE korely_marks ...", {}, _DriverError(sqlstate))
     assert _database.gives_way(error) is gives_way
+
+
+# -- a write that names the version it means -----------------------------------------
+
+
+def test_a_correction_naming_a_version_replaced_meanwhile_writes_nothing(
+    engine: MemoryEngine, other: MemoryEngine, giulia: Identity
+) -> None:
+    read = engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    meanwhile = other.correct(giulia, "home-city", "Giulia lives in Milan")
+    with pytest.raises(NotCurrent) as refused:
+        engine.correct(giulia, "home-city", "Giulia lives in Turin", expected_id=read.id)
+    assert refused.value.current_fact_id == meanwhile.id
+    with pytest.raises(NotCurrent) as refused:
+        engine.forget(giulia, "home-city", expected_id=read.id)
+    assert refused.value.current_fact_id == meanwhile.id
+    assert [f.content for f in engine.history(giulia, "home-city")] == [
+        "Giulia lives in Rome",
+        "Giulia lives in Milan",
+    ]
+    other.forget(giulia, "home-city")
+    with pytest.raises(NotCurrent) as refused:
+        engine.correct(giulia, "home-city", "Giulia lives in Turin", expected_id=meanwhile.id)
+    assert refused.value.current_fact_id is None
+    assert engine.get_facts(giulia) == []
+
+
+def test_of_two_corrections_naming_one_version_exactly_one_is_written(
+    db_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(db_url) as first, MemoryEngine(db_url) as second:
+        read = first.remember(giulia, "home-city", "Giulia lives in Rome")
+        start = threading.Barrier(2)
+
+        def correct(engine: MemoryEngine, content: str) -> Any:
+            start.wait()
+            return engine.correct(giulia, "home-city", content, expected_id=read.id)
+
+        threads = [
+            in_thread(lambda e=e, c=c: correct(e, c))  # type: ignore[misc]
+            for e, c in ((first, "Giulia lives in Milan"), (second, "Giulia lives in Turin"))
+        ]
+        for thread, _ in threads:
+            thread.join(30)
+        outcomes = [out[0] for _, out in threads]
+        written = [o for o in outcomes if not isinstance(o, BaseException)]
+        refused = [o for o in outcomes if isinstance(o, NotCurrent)]
+        assert len(written) == 1 and len(refused) == 1, outcomes
+        assert refused[0].current_fact_id == written[0].id
+        assert [f.content for f in first.history(giulia, "home-city")] == [
+            "Giulia lives in Rome",
+            written[0].content,
+        ]
+        with pytest.raises(InvalidRequest) as bad:
+            first.correct(giulia, "home-city", "x", expected_id=-1)
+        assert bad.value.field == "expected_id"

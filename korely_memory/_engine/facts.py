@@ -93,6 +93,7 @@ class FactMethods(EngineCore):
         valid_until: Moment | None = None,
         reader: str | None = None,
         admin_rights: bool = True,
+        expected_id: int | None = None,
     ) -> Fact:
         """Replace the true fact under ``key`` with ``content``; the old version stays in history.
 
@@ -112,6 +113,9 @@ class FactMethods(EngineCore):
                 rights do not apply: a correction of a confirmed account fact
                 becomes a proposal that replaces it once an administrator
                 confirms it, whoever ``who`` is.
+            expected_id: The id of the version the caller read and means to correct: when
+                another is true under ``key`` by the time the write holds the key (someone
+                changed it meanwhile), nothing is written and `NotCurrent` says which is.
 
         Returns:
             The fact true after the call: the new version, or the proposal.
@@ -119,6 +123,8 @@ class FactMethods(EngineCore):
         Raises:
             InvalidRequest: An argument breaks a rule; ``field`` names it.
             NotFound: No true fact is kept under ``key``.
+            NotCurrent: ``expected_id`` is not the true version under ``key``;
+                ``current_fact_id`` is the one that is, or None.
             PermissionDenied: It is a confirmed account fact and ``who`` is not
                 an administrator of the account.
         """
@@ -129,6 +135,7 @@ class FactMethods(EngineCore):
         end = _validation.until("valid_until", valid_until)
         _validation.name("reader", reader, optional=True)
         rights = _validation.flag("admin_rights", admin_rights)
+        meant = None if expected_id is None else _validation.count("expected_id", expected_id)
 
         return self._write(
             lambda conn: _writes.correct(
@@ -141,6 +148,7 @@ class FactMethods(EngineCore):
                 valid_until=end,
                 reader=reader,
                 rights=rights,
+                expected_id=meant,
             )
         )
 
@@ -153,6 +161,7 @@ class FactMethods(EngineCore):
         erase: bool = False,
         reader: str | None = None,
         admin_rights: bool = True,
+        expected_id: int | None = None,
     ) -> Fact:
         """End the true fact under ``key``.
 
@@ -172,6 +181,8 @@ class FactMethods(EngineCore):
             admin_rights: With False (as the tools call it), a confirmed account
                 fact is never forgotten: only an administrator, through the
                 engine, may do that.
+            expected_id: The id of the version the caller means to end, as for
+                ``correct``: when another is true under ``key``, nothing is ended.
 
         Returns:
             The version it ended (with no words when erased).
@@ -179,6 +190,7 @@ class FactMethods(EngineCore):
         Raises:
             InvalidRequest: An argument breaks a rule; ``field`` names it.
             NotFound: No true fact is kept under ``key``.
+            NotCurrent: ``expected_id`` is not the true version under ``key``.
             PermissionDenied: It is a confirmed account fact and ``who`` may not end it.
         """
         who = _validation.identity(who)
@@ -187,10 +199,19 @@ class FactMethods(EngineCore):
         erasing = _validation.flag("erase", erase)
         _validation.name("reader", reader, optional=True)
         rights = _validation.flag("admin_rights", admin_rights)
+        meant = None if expected_id is None else _validation.count("expected_id", expected_id)
 
         fact = self._write(
             lambda conn: _writes.end(
-                conn, self._writer, who, key, at=end, erase=erasing, reader=reader, rights=rights
+                conn,
+                self._writer,
+                who,
+                key,
+                at=end,
+                erase=erasing,
+                reader=reader,
+                rights=rights,
+                expected_id=meant,
             )
         )
         if erasing:

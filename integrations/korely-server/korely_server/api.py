@@ -22,7 +22,6 @@ from korely_memory import (
     Identity,
     InvalidRequest,
     MemoryEngine,
-    NotCurrent,
     NotFound,
     PermissionDenied,
     limits,
@@ -82,19 +81,6 @@ def _version(engine: MemoryEngine, who: Identity, fact_id: int) -> Fact:
         if version.id == fact_id:
             return version
     raise NotFound(f"no fact {fact_id} in this memory")
-
-
-def _current(engine: MemoryEngine, who: Identity, fact_id: int) -> Fact:
-    """The version ``fact_id``, which must still be its key's true one."""
-    version = _version(engine, who, fact_id)
-    if not version.is_current:
-        now = [f for f in engine.get_facts(who) if f.key == version.key]
-        raise NotCurrent(
-            f"fact {fact_id} has ended ({version.end_cause}); "
-            + (f"fact {now[0].id} holds for its key now" if now else "nothing holds for its key"),
-            now[0].id if now else None,
-        )
-    return version
 
 
 @router.get("/context", summary="The context block: the facts true now, fitted to a budget")
@@ -205,14 +191,16 @@ def correct(
     user_id: UserId = None,
 ) -> out.FactOut:
     who = person(caller, user_id)
-    version = _current(engine, who, fact_id)
+    # The version named must still be the key's true one when the write holds the key: one
+    # replaced meanwhile is a 409 naming the true one, never a correction of that.
     written = engine.correct(
         who,
-        version.key,
+        _version(engine, who, fact_id).key,
         body.content,
         valid_from=body.valid_from,
         valid_until=body.valid_until,
         reader=caller.reader,
+        expected_id=fact_id,
     )
     return out.fact(written)
 
@@ -227,8 +215,14 @@ def forget(
 ) -> out.ForgetOut:
     who = person(caller, user_id)
     asked = body or out.ForgetBody.model_validate({})
-    version = _current(engine, who, fact_id)
-    ended = engine.forget(who, version.key, at=asked.at, erase=asked.erase, reader=caller.reader)
+    ended = engine.forget(
+        who,
+        _version(engine, who, fact_id).key,
+        at=asked.at,
+        erase=asked.erase,
+        reader=caller.reader,
+        expected_id=fact_id,
+    )
     return out.ForgetOut(fact=out.fact(ended))
 
 
