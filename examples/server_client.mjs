@@ -1,5 +1,5 @@
 // A client of korely-server with Node's own fetch (Node 18 or later), for Giulia's token:
-//   KORELY_SERVER=http://127.0.0.1:8080 KORELY_TOKEN=ksrv_... node examples/server_client.mjs
+//   KORELY_SERVER=http://127.0.0.1:8080 KORELY_TOKEN=kmcp_... node examples/server_client.mjs
 const server = process.env.KORELY_SERVER ?? "http://127.0.0.1:8080";
 const headers = {
   Authorization: `Bearer ${process.env.KORELY_TOKEN}`,

@@ -173,7 +173,9 @@ def moment(field: str, value: Any) -> dt.datetime | None:
         try:
             return value.astimezone(dt.timezone.utc)
         except OverflowError:
-            raise InvalidRequest(field, f"is out of range once moved to UTC: {value!r}") from None
+            raise InvalidRequest(
+                field, f"is out of range once moved to UTC: {value.isoformat()}"
+            ) from None
     if isinstance(value, dt.date):
         return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
     raise InvalidRequest(field, f"must be a datetime or a date, not {type(value).__name__}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from korely_memory import (
     Change,
@@ -47,7 +47,7 @@ class CorrectBody(Body):
 
 
 class ForgetBody(Body):
-    erase: bool = Field(False, description="Erase its words too, and every version's.")
+    erase: StrictBool = Field(False, description="Erase its words too, and every version's.")
     at: dt.datetime | dt.date | None = Field(None, description="When it stopped being true.")
 
 
@@ -57,7 +57,9 @@ class MemoryBody(Body):
 
 class SearchBody(Body):
     query: str
-    limit: int = Field(10, description="The most facts, and the most memories, returned.")
+    limit: int = Field(
+        10, ge=1, le=100, description="The most facts, and the most memories, returned."
+    )
 
 
 class FactOut(BaseModel):

@@ -239,7 +239,8 @@ def _person(admin: _Admin, user: str, agent: str | None = None) -> Identity:
 
 
 def _fact_id(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    # ASCII digits only: str.isdigit() also takes '²' (which int() refuses) and other scripts'.
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) < 2**63:
         raise InvalidRequest("fact_id", f"must be a fact's id (a whole number), got {text!r}")
     return int(text)
 

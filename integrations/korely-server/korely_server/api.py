@@ -13,8 +13,9 @@ import binascii
 import datetime as dt
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 
 from korely_mcp import Caller
 from korely_memory import (
@@ -68,10 +69,21 @@ def _moment(field: str, text: str | None) -> dt.date | dt.datetime | None:
 
 
 def _reader(caller: Caller, reader: str | None) -> str:
+    """The reader name a read goes under: the token's, or another that ``caller`` may name.
+
+    A reader's marks are the account's (what that client was handed, told once): only a token
+    that reaches every user of the account may read under a name not its own, as an application
+    serving many clients does; a person's token would spend another client's notices.
+    """
     if reader is None:
         return caller.reader
     checked = limits.check_reader(reader)
     assert checked is not None
+    if checked != caller.reader and not reaches_everyone(caller):
+        raise PermissionDenied(
+            f"this token reads as {caller.reader!r}: only a token for any user of the account, "
+            "or an administrator's, may read under another reader name"
+        )
     return checked
 
 
@@ -179,7 +191,8 @@ def remember(
     return out.fact(written)
 
 
-FactId = Annotated[int, Path(ge=1, description="A fact version's id")]
+ID_MOST = 2**63 - 1
+FactId = Annotated[int, Path(ge=1, le=ID_MOST, description="A fact version's id")]
 
 
 @router.patch("/facts/{fact_id}", summary="Correct a fact: a new version under its key")
@@ -254,7 +267,7 @@ def search_memories(
 def forget_memory(
     engine: EngineDep,
     caller: CallerDep,
-    memory_id: Annotated[int, Path(ge=1)],
+    memory_id: Annotated[int, Path(ge=1, le=ID_MOST)],
     user_id: UserId = None,
 ) -> out.MemoryOut:
     return out.memory(engine.forget_memory(person(caller, user_id), memory_id))
@@ -328,14 +341,25 @@ def pending(engine: EngineDep, caller: CallerDep, user_id: UserId = None) -> out
     return out.PendingListOut(pending=[out.pending(p) for p in found])
 
 
-PendingId = Annotated[int, Path(ge=1)]
+PendingId = Annotated[int, Path(ge=1, le=ID_MOST)]
+
+
+def _owner(caller: Caller, user_id: str | None) -> Identity:
+    """The person deciding on what was captured about them: only their own token may."""
+    who = person(caller, user_id)
+    if reaches_everyone(caller) or who.user is None:
+        raise PermissionDenied(
+            "approving or declining what was captured about a person is that person's own act: "
+            "use their token"
+        )
+    return who
 
 
 @router.post("/approvals/{pending_id}/approve", summary="Approve a captured fact: it is written")
 def approve(
     engine: EngineDep, caller: CallerDep, pending_id: PendingId, user_id: UserId = None
 ) -> out.ApprovedOut:
-    written = engine.approve(person(caller, user_id), pending_id, reader=caller.reader)
+    written = engine.approve(_owner(caller, user_id), pending_id, reader=caller.reader)
     return out.ApprovedOut(fact=out.fact(written) if written is not None else None)
 
 
@@ -343,13 +367,25 @@ def approve(
 def decline(
     engine: EngineDep, caller: CallerDep, pending_id: PendingId, user_id: UserId = None
 ) -> out.PendingOut:
-    return out.pending(engine.decline(person(caller, user_id), pending_id))
+    return out.pending(engine.decline(_owner(caller, user_id), pending_id))
 
 
 @router.api_route(
     "/{rest:path}",
-    methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
+    methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
     include_in_schema=False,
 )
-def unknown(rest: str) -> None:
+def unknown(rest: str, request: Request) -> None:
+    allowed = sorted(
+        method
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        and route.path != "/v1/{rest:path}"
+        and route.path_regex.match(request.url.path)
+        for method in route.methods or ()
+    )
+    if allowed:
+        raise HTTPException(
+            405, f"/v1/{rest} takes {', '.join(allowed)}", {"Allow": ", ".join(allowed)}
+        )
     raise NotFound(f"no route /v1/{rest}")

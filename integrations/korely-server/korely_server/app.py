@@ -134,9 +134,16 @@ def security_for(host: str, allowed_hosts: Sequence[str]) -> TransportSecuritySe
     """The Host and Origin checks of a server on ``host``: those of ``allowed_hosts`` (and
     loopback's names on loopback); on loopback with none named, loopback's; else None (none)."""
     named = transport_security(host, allowed_hosts)
+    if named is not None and host in LOOPBACK:
+        bare = ["127.0.0.1", "localhost", "[::1]"]
+        named.allowed_hosts += bare
+        named.allowed_origins += [
+            f"{scheme}://{name}" for name in bare for scheme in ("http", "https")
+        ]
     if named is not None or host not in LOOPBACK:
         return named
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    # With and without a port: a server on port 80, or a proxy on this machine, sends none.
+    hosts = [f"{name}{port}" for name in ("127.0.0.1", "localhost", "[::1]") for port in ("", ":*")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=hosts,
@@ -213,5 +220,7 @@ def _handle_errors(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http(request: Request, error: HTTPException) -> JSONResponse:
+        if error.status_code == 400:  # a body FastAPI could not parse (JSON nested too deep)
+            return _error(422, "invalid_request", None, f"the request's body: {error.detail}")
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        return _error(error.status_code, code, None, str(error.detail))
+        return _error(error.status_code, code, None, str(error.detail), **(error.headers or {}))

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import anyio
 
-from korely_mcp import TokenFile, bind, run_http
+from korely_mcp import TokenFile, bind, hash_token, new_token, run_http
 from korely_mcp import cli as mcp_cli
 from korely_mcp.server import endpoint
 from korely_memory import KorelyError, limits
@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["new-token"], ["hash-token"]):
-        return mcp_cli.main(args)
+        return _token_command(args)
     parser = _parser()
     options = parser.parse_args(args)
     try:
@@ -49,6 +49,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _token_command(args: list[str]) -> int:
+    if len(args) > 1:
+        does = {
+            "new-token": "makes a token and its hash",
+            "hash-token": "hashes a token from stdin",
+        }
+        print(
+            f"usage: korely-server {args[0]}: {does[args[0]]}; it takes nothing else",
+            file=sys.stderr,
+        )
+        return 2
+    if args[0] == "new-token":
+        token = new_token()
+        print(f"token:  {token}")
+        print(f"sha256: {hash_token(token)}")
+        return 0
+    token = sys.stdin.readline().strip()
+    if not token:
+        print("korely-server: hash-token reads a token from stdin; none was given", file=sys.stderr)
+        return 2
+    print(hash_token(token))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="korely-server",
@@ -56,7 +80,11 @@ def _parser() -> argparse.ArgumentParser:
         "administrator's page (/admin). Also: 'korely-server new-token' makes a token and its "
         "hash; 'korely-server hash-token' hashes a token read from stdin.",
     )
-    parser.add_argument("--url", help="the database (default: $KORELY_DATABASE_URL)")
+    parser.add_argument(
+        "--url",
+        help="the database (default: $KORELY_DATABASE_URL, else sqlite:///korely-memory.db in "
+        "the working folder)",
+    )
     parser.add_argument(
         "--tokens",
         default=os.environ.get("KORELY_SERVER_TOKENS"),

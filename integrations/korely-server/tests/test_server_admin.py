@@ -134,6 +134,10 @@ def test_the_queue_changes_only_with_the_sessions_csrf_token(db_url: str, tmp_pa
         assert missing.status_code == 404 and "999999" in message(missing)
         bad = browser.post("/admin/proposals/first/confirm", data={"csrf": csrf_of(queue)})
         assert bad.status_code == 422 and "fact_id" in message(bad)
+        # Digits of other scripts are not ids: '²' once made a 500, '١٠' confirmed fact 10.
+        for digits in ("²", "١٠", str(2**63)):
+            odd = browser.post(f"/admin/proposals/{digits}/confirm", data={"csrf": csrf_of(queue)})
+            assert odd.status_code == 422 and "fact_id" in message(odd), digits
         assert "Traceback" not in again.text + missing.text + bad.text
 
 

@@ -114,7 +114,7 @@ def test_identity_comes_from_the_token_never_from_the_request(db_url: str, tmp_p
         sneaky = marco.post("/v1/facts", json={**HOME, "user_id": "giulia", "account": "acme"})
         assert sneaky.status_code == 422 and error_of(sneaky)["code"] == "invalid_request"
         for route in ("/v1/users/giulia/export", "/v1/users/giulia/"):
-            assert marco.get(route).status_code in (403, 404)
+            assert marco.get(route).status_code in (403, 405)  # 405: DELETE erases
         assert marco.delete("/v1/users/giulia").status_code == 403
         assert marco.delete("/v1/agents/giulia-laptop").status_code == 403
 
@@ -135,23 +135,32 @@ def test_identity_comes_from_the_token_never_from_the_request(db_url: str, tmp_p
 
 
 def test_a_reader_is_told_of_a_change_once(db_url: str, tmp_path: Path) -> None:
-    with running(db_url, tmp_path) as server, server.client("giulia") as giulia:
+    with (
+        running(db_url, tmp_path) as server,
+        server.client("giulia") as giulia,
+        server.client("backend", params={"user_id": "giulia"}) as backend,
+    ):
         rome = ok(giulia.post("/v1/facts", json=HOME), 201)
-        ok(giulia.get("/v1/context", params={"reader": "giulia-phone"}))
+        # A backend serving many clients reads under each one's name; a person's token reads
+        # under its own only (another name's notices are another client's to be told).
+        ok(backend.get("/v1/context", params={"reader": "giulia-phone"}))
+        refused = giulia.get("/v1/context", params={"reader": "giulia-phone"})
+        assert refused.status_code == 403 and error_of(refused)["code"] == "forbidden"
+        assert giulia.get("/v1/facts", params={"reader": "giulia-phone"}).status_code == 403
+        assert giulia.get("/v1/context", params={"reader": "giulia-laptop"}).status_code == 200
         ok(giulia.patch(f"/v1/facts/{rome['id']}", json={"content": "Giulia lives in Milan"}))
-        told = ok(giulia.get("/v1/context", params={"reader": "giulia-phone"}))
+        told = ok(backend.get("/v1/context", params={"reader": "giulia-phone"}))
         [change] = told["changed"]
         assert change["was"]["content"] == "Giulia lives in Rome"
         assert change["now"]["content"] == "Giulia lives in Milan"
         assert change["cause"] == "corrected"
         assert "Changed since you last read" in told["text"]
-        again = ok(giulia.get("/v1/context", params={"reader": "giulia-phone"}))
+        again = ok(backend.get("/v1/context", params={"reader": "giulia-phone"}))
         assert again["changed"] == [] and "Milan" in again["text"]
         # The writer's own reader is not told of its own change.
         assert ok(giulia.get("/v1/context"))["changed"] == []
 
-        with server.client("backend") as backend:
-            marks = ok(backend.delete("/v1/agents/giulia-phone"))
+        marks = ok(backend.delete("/v1/agents/giulia-phone"))
         assert marks["read_marks_deleted"] >= 1
         engine = MemoryEngine(server.database)
         try:
@@ -301,6 +310,37 @@ def test_every_error_is_json_with_the_status_of_its_code(db_url: str, tmp_path: 
                 "scope",
             ),
             (giulia.get("/v1/facts", params={"limit": 0}), 422, "invalid_request", "limit"),
+            (
+                giulia.post("/v1/search", json={"query": "x", "limit": 10**9}),
+                422,
+                "invalid_request",
+                "limit",
+            ),
+            (
+                giulia.patch(f"/v1/facts/{2**63}", json={"content": "x"}),
+                422,
+                "invalid_request",
+                "fact_id",
+            ),
+            (
+                giulia.post(f"/v1/facts/{ended['id']}/forget", json={"erase": "on"}),
+                422,
+                "invalid_request",
+                "erase",
+            ),
+            (
+                giulia.post(
+                    "/v1/facts",
+                    content=b"[" * 100_000,
+                    headers={"content-type": "application/json"},
+                ),
+                422,
+                "invalid_request",
+                None,
+            ),
+            (giulia.put("/v1/facts"), 405, "method_not_allowed", None),
+            (giulia.options("/v1/facts"), 405, "method_not_allowed", None),
+            (giulia.options("/v1/elsewhere"), 404, "not_found", None),
         ]
         ok(giulia.post("/v1/facts", json={"key": "team", "content": "Support"}), 201)
         cases.append(
@@ -350,6 +390,8 @@ def test_host_and_origin_are_checked_against_dns_rebinding(sqlite_url: str, tmp_
         assert posted.status_code == 403
         own = server.url.replace("127.0.0.1", "localhost")
         assert giulia.get("/v1/facts", headers={"Origin": own}).status_code == 200
+        for bare in ("localhost", "127.0.0.1", "[::1]"):  # port 80, or a proxy, sends no port
+            assert giulia.get("/v1/facts", headers={"Host": bare}).status_code == 200
     with (
         running(sqlite_url, tmp_path, "--allowed-host", "memory.example") as server,
         server.client("giulia") as giulia,
@@ -453,6 +495,14 @@ def test_captured_facts_wait_for_the_persons_approval(db_url: str, tmp_path: Pat
         assert ok(marco.get("/v1/approvals")) == {"pending": []}
         for route in (f"/v1/approvals/{home}/approve", f"/v1/approvals/{home}/decline"):
             assert marco.post(route).status_code == 404
+        # Nor can the backend that captured them, or an administrator: it is the person's act.
+        with server.client("admin") as admin:
+            for caller in (backend, admin):
+                for route in (f"/v1/approvals/{home}/approve", f"/v1/approvals/{pet}/decline"):
+                    refused = caller.post(route, params={"user_id": "giulia"})
+                    assert refused.status_code == 403, refused.text
+                listed = ok(caller.get("/v1/approvals", params={"user_id": "giulia"}))["pending"]
+                assert len(listed) == 2
         # The person approves one and declines the other.
         written = ok(giulia.post(f"/v1/approvals/{home}/approve"))["fact"]
         assert (written["key"], written["content"]) == ("home-city", "Giulia lives in Rome")

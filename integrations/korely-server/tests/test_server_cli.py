@@ -73,3 +73,9 @@ def test_the_command_makes_and_hashes_tokens(
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO(token + "\n"))
     assert main(["hash-token"]) == 0
     assert capsys.readouterr().out.strip() == digest
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(""))
+    assert main(["hash-token"]) == 2
+    assert capsys.readouterr().err.startswith("korely-server: hash-token reads a token from stdin")
+    assert main(["new-token", "--help"]) == 2  # no token made where help was asked
+    said = capsys.readouterr()
+    assert said.out == "" and "usage: korely-server new-token" in said.err
