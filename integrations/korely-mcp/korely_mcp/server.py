@@ -58,6 +58,7 @@ __all__ = [
 
 NAME = "korely-memory"
 VERSION = "0.1.0"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 INSTRUCTIONS = (
     "This server keeps what is learnt about the person you work for between conversations. "
     f"At the start of a conversation call {_reads.GET_CONTEXT} with the person's message as "
@@ -214,7 +215,7 @@ def http_app(
         port: The port served.
         path: Where the endpoint is.
         security: The Host and Origin checks (`transport_security`); None: the SDK's,
-            which check on loopback only.
+            which check on loopback only (and refuse a Host with no port there).
 
     Returns:
         An ASGI application.
@@ -240,17 +241,22 @@ def transport_security(host: str, allowed_hosts: Sequence[str]) -> TransportSecu
             carry; its Origin, if any, must be one of them over http or https.
 
     Returns:
-        None with no names: the SDK's own, which check on loopback and nowhere else.
+        The names given, and on loopback loopback's own, each with or without a port (a
+        server on port 80, or a proxy on the same machine, sends none); None off loopback
+        with no names given: no check.
     """
-    if not allowed_hosts:
+    loopback = host in LOOPBACK
+    if not allowed_hosts and not loopback:
         return None
     hosts: list[str] = []
     for name in allowed_hosts:
         hosts.append(name)
         if not _has_port(name):
             hosts.append(f"{name}:*")
-    if host in ("127.0.0.1", "localhost", "::1"):  # what the SDK allows there, kept
-        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    if loopback:
+        hosts += [
+            f"{name}{port}" for name in ("127.0.0.1", "localhost", "[::1]") for port in ("", ":*")
+        ]
     origins = [f"{scheme}://{name}" for name in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins

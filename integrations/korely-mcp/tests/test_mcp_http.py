@@ -176,6 +176,8 @@ async def test_a_request_without_a_token_the_file_lists_is_refused(
         assert post(endpoint, LAPTOP, session=session, body=ping)[0] == 200
         # On loopback the SDK also refuses a Host a DNS-rebinding page would send.
         assert post(endpoint, LAPTOP, host="evil.example")[0] == 421
+        # ...and takes loopback's names without a port (a server on port 80, a local proxy).
+        assert post(endpoint, LAPTOP, host="localhost")[0] == 200
 
         with pytest.raises(Exception) as caught:
             async with http_client(endpoint, "kmcp_not-a-token") as client:

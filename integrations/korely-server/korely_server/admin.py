@@ -366,7 +366,7 @@ def person(request: Request, user: str, agent: str | None = None) -> Response:
     engine = _engine(request)
     versions = engine.get_facts(who, include_invalidated=True)
     export = engine.export_user(who.account, who.user)
-    held = engine.pending(who)
+    held = [p for p in export.pending if p.agent == who.agent]  # the export's, oldest first
     agents = sorted({f.agent for f in (*export.facts, *export.proposals)} | {who.agent})
     keys = histories(versions, export.marks, export.exported_at)
     return _page(

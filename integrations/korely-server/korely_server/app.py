@@ -36,14 +36,13 @@ from korely_memory import KorelyError, MemoryEngine, NotCurrent, limits
 from . import _models, admin, api
 from ._auth import Unauthorized
 
-__all__ = ["MAX_BODY", "create_app", "security_for"]
+__all__ = ["MAX_BODY", "create_app"]
 
 logger = logging.getLogger("korely_server")
 
 VERSION = "0.1.0"
 MAX_BODY = 256 * 1024
 """The largest request body taken, in bytes: a memory of 16,000 characters is 64 KiB at most."""
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 STATUS = {
     "invalid_request": 422,
     "limit_exceeded": 422,
@@ -83,7 +82,7 @@ def create_app(
     Raises:
         InvalidRequest: ``token_budget``, ``hold`` or ``max_facts`` breaks the engine's rule.
     """
-    security = security_for(host, allowed_hosts)
+    security = transport_security(host, allowed_hosts)
     tools = KorelyTools(engine, token_budget=token_budget, hold=hold, max_facts=max_facts)
     mcp = http_app(
         create_server(tools, caller_from_token),
@@ -128,27 +127,6 @@ def create_app(
     app.add_middleware(_HostCheck, security=security)
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=max_body)
     return app
-
-
-def security_for(host: str, allowed_hosts: Sequence[str]) -> TransportSecuritySettings | None:
-    """The Host and Origin checks of a server on ``host``: those of ``allowed_hosts`` (and
-    loopback's names on loopback); on loopback with none named, loopback's; else None (none)."""
-    named = transport_security(host, allowed_hosts)
-    if named is not None and host in LOOPBACK:
-        bare = ["127.0.0.1", "localhost", "[::1]"]
-        named.allowed_hosts += bare
-        named.allowed_origins += [
-            f"{scheme}://{name}" for name in bare for scheme in ("http", "https")
-        ]
-    if named is not None or host not in LOOPBACK:
-        return named
-    # With and without a port: a server on port 80, or a proxy on this machine, sends none.
-    hosts = [f"{name}{port}" for name in ("127.0.0.1", "localhost", "[::1]") for port in ("", ":*")]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"http://{name}" for name in hosts],
-    )
 
 
 def _matches(value: str, allowed: Sequence[str]) -> bool:

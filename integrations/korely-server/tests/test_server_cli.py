@@ -79,3 +79,19 @@ def test_the_command_makes_and_hashes_tokens(
     assert main(["new-token", "--help"]) == 2  # no token made where help was asked
     said = capsys.readouterr()
     assert said.out == "" and "usage: korely-server new-token" in said.err
+
+
+def test_a_server_off_loopback_warns_of_clear_text_and_unchecked_hosts(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    from .servers import running
+
+    with running(sqlite_url, tmp_path, "--host", "0.0.0.0") as server:
+        said = server.log.read_text()
+    assert "bearer tokens travel in clear text" in said
+    assert "Host and Origin headers are not checked" in said
+    named = tmp_path / "named"
+    named.mkdir()
+    with running(sqlite_url, named, "--host", "0.0.0.0", "--allowed-host", "memory.example") as s:
+        said = s.log.read_text()
+    assert "clear text" in said and "not checked" not in said
