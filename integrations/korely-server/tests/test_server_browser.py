@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
@@ -37,9 +37,16 @@ def shown(browser: WebDriver, css: str, text: str = "") -> WebElement:
                 return element
         return None
 
-    # A page being replaced leaves stale elements: look again.
-    wait = WebDriverWait(browser, 15, ignored_exceptions=[StaleElementReferenceException])
-    element: WebElement = wait.until(found, f"no {css} with {text!r}")
+    # A page being replaced leaves stale elements: look again. Long enough for a machine whose
+    # two cores run the rest of the suite too; a page that never shows it says what it shows.
+    wait = WebDriverWait(browser, 40, ignored_exceptions=[StaleElementReferenceException])
+    try:
+        element: WebElement = wait.until(found)
+    except TimeoutException:
+        page = browser.find_element(By.TAG_NAME, "body").text[:1500]
+        raise AssertionError(
+            f"no {css} with {text!r} at {browser.current_url} ({browser.title!r}):\n{page}"
+        ) from None
     return element
 
 
@@ -101,7 +108,9 @@ def test_an_administrator_reviews_exports_and_erases_in_the_browser(
         assert {f["content"] for f in export["facts"]} >= {HOME["content"], LANGUAGE["content"]}
 
         # Erase: the name typed first; the report after.
-        browser.get(server.url + "/admin/people/giulia")
+        # Back to her page, as the export page's own link goes (browser.get() right after a
+        # download may be swallowed by the download's navigation: it once left the page as it was).
+        shown(browser, "a", "Back").click()
         shown(browser, "a.button.danger", "Erase").click()
         shown(browser, "h1", "Erase giulia")
         shown(browser, "#confirm-user").send_keys("giulia")
