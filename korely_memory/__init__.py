@@ -10,6 +10,7 @@ print(engine.get_context(who, "Where does Giulia live?").text)
 from ._embedders import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._engine import MemoryEngine
 from ._errors import (
+    AlreadyDecided,
     InvalidRequest,
     KorelyError,
     LimitExceeded,
@@ -39,6 +40,7 @@ from ._types import (
 __version__ = "0.1.0"  # the one place the version is written; pyproject.toml reads it
 
 __all__ = [
+    "AlreadyDecided",
     "CaptureReport",
     "CaptureStep",
     "Change",

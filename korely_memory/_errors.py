@@ -8,6 +8,7 @@ that says what to do about it::
     ├── NotFound (LookupError)       not_found
     ├── PermissionDenied             forbidden
     ├── NotCurrent                   fact_not_current  .current_fact_id
+    ├── AlreadyDecided               already_decided   .fact_id, .decision
     ├── LimitExceeded                limit_exceeded
     └── SchemaVersionError           schema_version    .found, .head
 
@@ -58,6 +59,22 @@ class NotCurrent(KorelyError):
     def __init__(self, message: str, current_fact_id: int | None = None) -> None:
         super().__init__(message)
         self.current_fact_id = current_fact_id
+
+
+class AlreadyDecided(KorelyError):
+    """A proposal was confirmed or rejected already: a review is decided once.
+
+    Attributes:
+        fact_id: The fact reviewed.
+        decision: ``"confirmed"`` or ``"rejected"``.
+    """
+
+    code = "already_decided"
+
+    def __init__(self, message: str, fact_id: int, decision: str) -> None:
+        super().__init__(message)
+        self.fact_id = fact_id
+        self.decision = decision
 
 
 class LimitExceeded(KorelyError):

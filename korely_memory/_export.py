@@ -55,8 +55,9 @@ class MarkRecord:
         reader: The reading agent's name.
         fact_id: The version handed over.
         subject: The user the version is about ('' for account facts).
-        first_read_at: When the reader was first handed it.
-        last_read_at: Its latest read, to the hour.
+        first_read_at: When the reader was first handed it, exactly.
+        last_read_at: The start of the hour of its latest read (a read in the same hour writes
+            nothing): a mark read once shows one up to an hour before ``first_read_at``.
         ended_at: When the version ended, if it has.
         told_at: When the reader was told of that.
         held_until: Until when a read holds the change untold.

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import _expiry, _versions, _word_index
-from ._errors import InvalidRequest, NotCurrent, NotFound
+from ._errors import AlreadyDecided, InvalidRequest, NotCurrent, NotFound
 from ._identity import EndCause, Identity, Scope
 from ._schema import admins, facts, true_row
 from ._types import Fact
@@ -37,11 +37,15 @@ def decide(
         _versions.end_expired(conn, [fact], now)
         fact = _versions.by_id(conn, account, fact_id)
         assert fact is not None
+    decided = {Scope.ACCOUNT: "confirmed", Scope.ACCOUNT_REJECTED: "rejected"}
+    decision = decided.get(fact.effective_scope)
+    if decision is not None and (fact.is_current or fact.end_cause is EndCause.REJECTED):
+        by = f" by {fact.confirmed_by}" if fact.confirmed_by else ""
+        day = f" on {fact.confirmed_at.date()}" if fact.confirmed_at else ""
+        raise AlreadyDecided(f"fact {fact_id} was {decision}{by}{day} already", fact_id, decision)
     if not fact.is_current:
         end = _versions.chain_end(conn, fact, now)
         raise NotCurrent(f"fact {fact_id} has ended ({fact.end_cause})", end.id if end else None)
-    if fact.effective_scope is Scope.ACCOUNT and confirm:
-        return fact
     if fact.effective_scope is not Scope.ACCOUNT_PROPOSED:
         raise InvalidRequest(
             "fact_id", f"fact {fact_id} is a {fact.effective_scope.value} fact, not a proposal"

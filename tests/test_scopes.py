@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from korely_memory import (
+    AlreadyDecided,
     Identity,
     InvalidRequest,
     MemoryEngine,
@@ -111,6 +112,23 @@ def test_rejecting_ends_the_row_and_keeps_it(engine: MemoryEngine, giulia: Ident
     assert not rejected.is_current and rejected.confirmed_by == "anna"
     assert [f.id for f in engine.history(giulia, "loyalty")] == [proposal.id]
     assert engine.proposals("acme") == []
+
+
+@pytest.mark.parametrize("first", ["confirm", "reject"])
+@pytest.mark.parametrize("then", ["confirm", "reject"])
+def test_a_review_is_decided_once_and_a_second_changes_nothing(
+    engine: MemoryEngine, giulia: Identity, first: str, then: str
+) -> None:
+    engine.grant_admin("acme", "anna")
+    proposal = engine.remember(giulia, "loyalty", "Loyalty program", scope="account")
+    getattr(engine, first)(ADMIN, proposal.id)
+    before = snapshot(engine)
+    with pytest.raises(AlreadyDecided) as caught:
+        getattr(engine, then)(ADMIN, proposal.id)
+    decided = "confirmed" if first == "confirm" else "rejected"
+    assert (caught.value.code, caught.value.decision) == ("already_decided", decided)
+    assert caught.value.fact_id == proposal.id and "by anna" in caught.value.message
+    assert snapshot(engine) == before
 
 
 @pytest.mark.parametrize("verb", ["confirm", "reject"])

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from korely_memory import Identity, InvalidRequest, NotCurrent, NotFound, PermissionDenied
+from korely_memory import (
+    AlreadyDecided,
+    Identity,
+    InvalidRequest,
+    NotCurrent,
+    NotFound,
+    PermissionDenied,
+)
 
 USER, PROPOSED, ACCOUNT, REJECTED = "user", "account_proposed", "account", "account_rejected"
 EXPLICIT = frozenset({"corrected", "forgotten", "stated"})
@@ -248,10 +255,10 @@ class Model:
         r = self.rows.get(fact_id)
         if r is None or r.account != admin.account:
             return NotFound
+        if (r.scope == ACCOUNT and r.current) or r.scope == REJECTED:
+            return AlreadyDecided  # a review is decided once
         if not r.current:
             return NotCurrent
-        if r.scope == ACCOUNT and confirm:
-            return r.id
         if r.scope != PROPOSED:
             return InvalidRequest
         if confirm:

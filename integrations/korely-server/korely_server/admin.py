@@ -40,7 +40,13 @@ logger = logging.getLogger("korely_server")
 
 COOKIE = "korely_admin"
 """The session cookie's name (its path is the page's, ``/admin``)."""
-STATUS = {"invalid_request": 422, "not_found": 404, "forbidden": 403, "fact_not_current": 409}
+STATUS = {
+    "invalid_request": 422,
+    "not_found": 404,
+    "forbidden": 403,
+    "fact_not_current": 409,
+    "already_decided": 409,
+}
 UNAVAILABLE = "The memory's database is not answering; try again shortly."
 SIGNED_OUT = {
     "signed-out": "You are signed out.",

@@ -49,6 +49,7 @@ STATUS = {
     "not_found": 404,
     "forbidden": 403,
     "fact_not_current": 409,
+    "already_decided": 409,
     "schema_version": 503,
 }
 UNAVAILABLE = "The memory's database is not answering; try again shortly."
@@ -111,7 +112,7 @@ def create_app(
             401: {"model": _models.ErrorOut, "description": "No token, or a bad one"},
             403: {"model": _models.ErrorOut, "description": "The token may not do this"},
             404: {"model": _models.ErrorOut, "description": "No such fact, memory or route"},
-            409: {"model": _models.ErrorOut, "description": "The fact has ended"},
+            409: {"model": _models.ErrorOut, "description": "The fact has ended, or was reviewed"},
             422: {"model": _models.ErrorOut, "description": "An argument breaks a rule"},
             503: {"model": _models.ErrorOut, "description": "The database is not answering"},
         },

@@ -128,8 +128,12 @@ def test_the_queue_changes_only_with_the_sessions_csrf_token(db_url: str, tmp_pa
         again = browser.post(
             f"/admin/proposals/{hours['id']}/confirm", data={"csrf": csrf_of(queue)}
         )
-        assert again.status_code == 409 and "has ended" in message(again)
+        assert again.status_code == 409 and "was rejected by ada" in message(again)
         assert "Review queue" in words(again)
+        # A form sent twice (a second click, a reload) decides nothing the second time.
+        twice = browser.post(confirm, data={"csrf": csrf_of(queue)})
+        assert twice.status_code == 409 and "was confirmed by ada" in message(twice)
+        assert "every user of the account sees it now" not in words(twice)
         missing = browser.post("/admin/proposals/999999/confirm", data={"csrf": csrf_of(queue)})
         assert missing.status_code == 404 and "999999" in message(missing)
         bad = browser.post("/admin/proposals/first/confirm", data={"csrf": csrf_of(queue)})

@@ -196,8 +196,14 @@ def test_the_review_queue_is_served_to_administrators(db_url: str, tmp_path: Pat
         text = ok(marco.get("/v1/context"))["text"]
         assert "acme-guest" in text and "opens at 9" not in text
         assert ok(admin.get("/v1/proposals"))["facts"] == []
-        again = admin.post(f"/v1/proposals/{other['id']}/confirm")
-        assert again.status_code == 409 and error_of(again)["code"] == "fact_not_current"
+        # A review is decided once: a second decision is a 409, however it was decided.
+        for fact_id, decided in ((other["id"], "rejected"), (proposed["id"], "confirmed")):
+            for verb in ("confirm", "reject"):
+                again = admin.post(f"/v1/proposals/{fact_id}/{verb}")
+                assert again.status_code == 409, again.text
+                assert error_of(again)["code"] == "already_decided"
+                assert f"was {decided} by ada" in error_of(again)["message"]
+        assert "acme-guest" in ok(marco.get("/v1/context"))["text"]
         missing = admin.post("/v1/proposals/999999/confirm")
         assert missing.status_code == 404 and error_of(missing)["code"] == "not_found"
 
