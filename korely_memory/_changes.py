@@ -93,6 +93,32 @@ def resolve(
     return out
 
 
+def leading_to(
+    conn: Connection, account: str, versions: Sequence[Fact], target: Fact, at: dt.datetime
+) -> list[Fact]:
+    """Those of ``versions`` that ``target`` replaced, one after another (one statement)."""
+    candidates = [
+        f for f in versions if (f.agent, f.key) == (target.agent, target.key) and f.id < target.id
+    ]
+    if not candidates:
+        return []
+    chain = _chains(conn, account, [f.id for f in candidates], at)
+    return [f for f in candidates if target.id in later_versions(f.id, chain)]
+
+
+def later_versions(fact_id: int, chain: dict[int, Fact]) -> list[int]:
+    """The versions that replaced ``fact_id``, one after another, as far as ``chain`` goes."""
+    found: list[int] = []
+    link = chain.get(fact_id)
+    while link is not None and link.replaced_by_id is not None:
+        nxt = link.replaced_by_id
+        if nxt == fact_id or nxt in found:
+            break
+        found.append(nxt)
+        link = chain.get(nxt)
+    return found
+
+
 def _ended_at(link: Fact) -> dt.datetime:
     return link.ended_recorded_at or link.recorded_at
 

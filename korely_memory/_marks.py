@@ -121,6 +121,14 @@ def last_reads(
     return moments
 
 
+def lock_subjects(conn: Connection, account: str, reader: str, subjects: Iterable[str]) -> None:
+    """One transaction at a time writes one reader's marks about one subject: taken by a read's
+    mark step before it decides what to claim, so that it decides from the marks as every
+    earlier one left them. (SQLite's writers run one at a time already.)"""
+    keys = [("marks", account, reader, subject) for subject in sorted(set(subjects))]
+    _database.lock_all(conn, keys, shared=False)
+
+
 def unsettled() -> sa.Exists:
     """Whether ``reader`` has a mark, about this block's user or about no user, whose version
     ended and that is not told yet (pending, held, or whose expiry is to come): bound as
@@ -224,6 +232,62 @@ def refresh(
         )
         .values(last_read_at=hour(now))
     )
+
+
+def _ended_statement() -> sa.Select[Any]:
+    f, nxt, held = facts.alias("f"), facts.alias("nxt"), marks.alias("held")
+    started = (
+        sa.select(f.c.id.label("start"), f.c.replaced_by_id.label("id"))
+        .where(
+            f.c.account == sa.bindparam("account"),
+            f.c.id.in_(sa.bindparam("ids", expanding=True)),
+            f.c.ended_recorded_at.is_not(None),
+        )
+        .cte("later", recursive=True)
+    )
+    later = started.union(
+        sa.select(started.c.start, nxt.c.replaced_by_id).where(
+            nxt.c.account == sa.bindparam("account"),
+            nxt.c.id == started.c.id,
+            nxt.c.replaced_by_id.is_not(None),
+        )
+    )
+    return (
+        sa.select(later.c.start, sa.func.count(held.c.fact_id))
+        .select_from(
+            later.outerjoin(
+                held,
+                sa.and_(
+                    held.c.account == sa.bindparam("account"),
+                    held.c.reader == sa.bindparam("reader"),
+                    held.c.fact_id == later.c.id,
+                    held.c.first_read_at != sa.bindparam("now"),  # not this read's own
+                ),
+            )
+        )
+        .group_by(later.c.start)
+    )
+
+
+_ENDED = _ended_statement()
+
+
+def ended_among(
+    conn: Connection, account: str, reader: str, handed: Sequence[Fact], now: dt.datetime
+) -> tuple[list[int], list[int]]:
+    """Of the versions a read has just handed to ``reader``, those that had ended already (its
+    snapshot was older than the write that ended them), and of those, the ones the reader
+    holds a later version of from another read (one statement).
+
+    Another read, from a newer snapshot, moved the reader past those: their end is no news to
+    it. What has not ended cannot end before the read commits (its marks hold the rows).
+    """
+    if not handed:
+        return [], []
+    ids = sorted({f.id for f in handed})
+    params = {"account": account, "reader": reader, "ids": ids, "now": now}
+    rows = conn.execute(_ENDED, params).all()
+    return sorted(int(r[0]) for r in rows), sorted(int(r[0]) for r in rows if r[1])
 
 
 def claim(

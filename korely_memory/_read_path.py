@@ -292,31 +292,49 @@ class MarkWork:
     """Versions handed to the reader that have no mark yet (or may not have one)."""
     refresh: list[int] = field(default_factory=list)
     """Marks last read before this hour."""
-    claim: list[int] = field(default_factory=list)
-    """Marks of the changes the block tells, and of versions true again."""
+    tells: list[Change] = field(default_factory=list)
+    """The changes the block tells, as its snapshot drew them."""
+    drawn: dict[int, list[int]] = field(default_factory=dict)
+    """For each of ``tells`` (by ``was.id``), the marks the snapshot found it settles."""
+    silent: list[int] = field(default_factory=list)
+    """Marks the block settles without a word: their versions are true again."""
+    seen: set[int] = field(default_factory=set)
+    """The marks the snapshot found pending."""
     hold: _marks.Hold | None = None
     """Hold the claimed marks instead of spending them."""
 
     def __bool__(self) -> bool:
-        return bool(self.hand_over or self.refresh or self.claim)
+        return bool(self.hand_over or self.refresh or self.tells or self.silent)
+
+    @property
+    def subjects(self) -> set[str]:
+        """Whom the marks it writes and claims are about."""
+        return {_marks.subject_of(f) for f in [*self.hand_over, *(c.was for c in self.tells)]}
 
 
 def mark_work(
     shown: Sequence[Fact],
-    claims: Sequence[int],
     last_reads: dict[int, dt.datetime],
     owed: Iterable[Fact],
     now: dt.datetime,
+    *,
+    tells: Sequence[Change] = (),
+    pending: _changes.PendingChanges | None = None,
     hold: _marks.Hold | None = None,
 ) -> MarkWork:
     """Decide, from the marks the snapshot holds, what a read that handed over ``shown`` and
-    tells the changes behind ``claims`` must write.
+    tells ``tells`` (changes of ``pending``) must write.
 
     ``owed``: versions an earlier read of this reader handed over but could not
-    mark (it gave way); they are marked now, as they are now.
+    mark (it gave way); they are marked now, as they are now. What a change tells
+    holds now counts as handed over too.
     """
     this_hour = _marks.hour(now)
-    work = MarkWork(claim=sorted(set(claims)), hold=hold)
+    work = MarkWork(tells=list(tells), hold=hold)
+    if pending is not None:
+        work.drawn = {c.was.id: pending.marks[c.was.id] for c in tells}
+        work.silent = list(pending.no_change)
+        work.seen = set(pending.versions)
     for fact in shown:
         last = last_reads.get(fact.id)
         if last is None:
@@ -324,38 +342,129 @@ def mark_work(
         elif last < this_hour:
             work.refresh.append(fact.id)
     ids = {f.id for f in shown}
-    work.hand_over += [f for f in owed if f.id not in ids]
+    for fact in [*owed, *(c.now for c in tells if c.now is not None)]:
+        if fact.id not in ids:
+            ids.add(fact.id)
+            work.hand_over.append(fact)
     return work
+
+
+@dataclass
+class Claimed:
+    """What a read's mark step got of what its block tells."""
+
+    marks: dict[int, list[int]] = field(default_factory=dict)
+    """For each change the block tells (by the ``was.id`` its snapshot drew), the marks
+    claimed for it: none when other reads told all of it first."""
+    silent: list[int] = field(default_factory=list)
+    """The marks settled without a word."""
+    versions: dict[int, Fact] = field(default_factory=dict)
+    """The versions of the marks claimed that the snapshot did not find, by id."""
+
+
+def write_marks(
+    conn: Connection,
+    who: Identity,
+    reader: str,
+    work: MarkWork,
+    now: dt.datetime,
+    *,
+    renewing: str | None = None,
+    clock: Callable[[Connection], dt.datetime] | None = None,
+) -> Claimed:
+    """A read's mark step, in a transaction of its own: mark what it handed over, and claim
+    what its block tells.
+
+    Other reads of the same reader may have written their marks since this read's snapshot,
+    from snapshots older or newer than it. One transaction at a time writes a reader's marks
+    about one subject, so each decides from what every earlier one left:
+
+    * a version handed over that had ended already, and of which the reader holds a later
+      version, is spent without a word (a newer read moved the reader past it);
+    * a change the block tells claims the marks its snapshot found, and the marks written
+      since that lead to what it says holds now; it is left out when it got none (other reads
+      told what it tells, or more).
+
+    So no version is told twice as what holds now, however the reads of one reader interleave.
+    """
+    account = who.account
+    _versions.lock_person(conn, account, who.user, reader)
+    _marks.hand_over(conn, account, reader, work.hand_over, now)
+    ended, overtaken = _marks.ended_among(conn, account, reader, work.hand_over, now)
+    if ended or work.tells:
+        # What the reader was handed or told by other reads decides what this one spends:
+        # decided under the lock, from what every earlier holder of it committed. A read that
+        # only handed over versions still true needs none (what it wrote decides nothing).
+        _marks.lock_subjects(conn, account, reader, work.subjects)
+        if ended:
+            ended, overtaken = _marks.ended_among(conn, account, reader, work.hand_over, now)
+    _marks.refresh(conn, account, reader, work.refresh, now)
+    _marks.claim(conn, account, reader, overtaken, now)
+    drawn = {i for group in work.drawn.values() for i in group}
+    got = _marks.claim(conn, account, reader, sorted(drawn | set(work.silent)), now, work.hold)
+    claimed = Claimed(
+        marks={was: [i for i in group if i in got] for was, group in work.drawn.items()},
+        silent=[i for i in work.silent if i in got],
+    )
+    if not work.tells:
+        return claimed
+    # Marks written since the snapshot (by reads from older snapshots), or ended after the
+    # read's moment (taken just before its snapshot began), that lead to what a change tells
+    # holds now are told with it: nothing else would tell them but as the same. ``clock``: the
+    # moment of this transaction, after every write its snapshot sees.
+    moment = clock(conn) if clock is not None else now
+    arrived = [
+        f
+        for f in _marks.pending(conn, who, reader, max(now, moment), renewing=renewing)
+        if f.id not in work.seen
+    ]
+    for change in work.tells:
+        if change.now is None or not arrived:
+            continue
+        led = _changes.leading_to(conn, account, arrived, change.now, now)
+        taken = _marks.claim(conn, account, reader, [f.id for f in led], now, work.hold)
+        claimed.marks[change.was.id] += sorted(taken)
+        claimed.versions.update((f.id, f) for f in led if f.id in taken)
+    return claimed
 
 
 def settle(
     block: ContextBlock,
     gathered: Gathered,
-    claimed: set[int] | None,
+    claimed: Claimed | None,
     redraw: Callable[[Sequence[Change], int | None], ContextBlock],
 ) -> ContextBlock:
     """The block as the mark step left it.
 
     ``claimed`` is None when the step gave way: the block tells nothing, and
-    says so. Otherwise a change whose marks another read took first is left
-    out, and one of which this read got only some (another read, from a newer
-    snapshot, told the rest) is told from a version it got.
+    says so. Otherwise a change of which the step claimed nothing (other reads
+    told it) is left out, and one whose own ``was`` another read took is told
+    from the latest version the step got.
     """
     if claimed is None:
         return replaced(redraw((), None), gave_way=True)
     pending = gathered.pending
     told: list[Change] = []
+    same = sorted(claimed.silent) == sorted(pending.no_change)
+    pending.no_change = list(claimed.silent)
     for change in block.changed:
-        got = [i for i in pending.marks[change.was.id] if i in claimed]
+        got = claimed.marks.get(change.was.id, [])
+        same = same and sorted(got) == sorted(pending.marks[change.was.id])
         if not got:
             continue
         if change.was.id not in got:
-            change = dataclasses.replace(change, was=pending.versions[got[0]])
-            pending.marks[change.was.id] = got
+            versions = {**pending.versions, **claimed.versions}
+            latest = max((versions[i] for i in got), key=_last_ended)
+            change = dataclasses.replace(change, was=latest)
+        pending.marks[change.was.id] = got
         told.append(change)
-    if told == list(block.changed):
+    if same:
         return block
     return redraw(told, len(pending.changes) - len(block.changed))
+
+
+def _last_ended(fact: Fact) -> tuple[dt.datetime, int]:
+    return (fact.ended_recorded_at or fact.recorded_at, fact.id)
 
 
 class BlockCache:

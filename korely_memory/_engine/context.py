@@ -157,10 +157,16 @@ class ContextMethods(EngineCore):
             )
 
         assert now is not None  # read for a read that marks
-        held = _read_path.new_hold(request, token, now)
-        claims = gathered.pending.marks_settled_by(block.changed)
         claimed = self._write_marks(
-            request.who, request.reader, block.facts, claims, last, now, held
+            request.who,
+            request.reader,
+            block.facts,
+            last,
+            now,
+            tells=block.changed,
+            pending=gathered.pending,
+            hold=_read_path.new_hold(request, token, now),
+            renewing=request.renew,
         )
         whole = _read_path.settle(block, gathered, claimed, redraw)
         if conversation is not None:

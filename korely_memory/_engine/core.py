@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from .. import _cache, _database, _marks, _memories, _read_path, _review, _versions, _writes
+from .. import _cache, _changes, _database, _marks, _memories, _read_path, _review, _writes
 from .._errors import NotFound
 from .._identity import Identity
 from .._ranking import Ranking
 from .._tokens import TokenCounter
-from .._types import Fact, Memory
+from .._types import Change, Fact, Memory
 from .._words import Words
 
 R = TypeVar("R")
@@ -122,12 +122,16 @@ class EngineCore:
         who: Identity,
         reader: str,
         shown: Sequence[Fact],
-        claims: Sequence[int],
         last_reads: dict[int, dt.datetime],
         now: dt.datetime,
-        hold: _marks.Hold | None,
-    ) -> set[int] | None:
-        """Write a read's marks and claims; returns the marks claimed, None when it gave way.
+        *,
+        tells: Sequence[Change] = (),
+        pending: _changes.PendingChanges | None = None,
+        hold: _marks.Hold | None = None,
+        renewing: str | None = None,
+    ) -> _read_path.Claimed | None:
+        """Write a read's marks and claim what its block ``tells``; returns what it claimed,
+        None when it gave way.
 
         It waits at most ``MARK_WAIT`` for a lock another transaction holds, and
         gives way to that and to a lost connection, never failing the read.
@@ -136,15 +140,16 @@ class EngineCore:
         """
         slot = (who.account, reader)
         owed = self._owed_to(who.account, reader)
-        work = _read_path.mark_work(shown, claims, last_reads, owed, now, hold)
+        work = _read_path.mark_work(
+            shown, last_reads, owed, now, tells=tells, pending=pending, hold=hold
+        )
         if not work:
-            return set()
+            return _read_path.Claimed()
         try:
             with self._serial, _database.writing_within(self.db, MARK_WAIT) as conn:
-                _versions.lock_person(conn, who.account, who.user, reader)
-                _marks.hand_over(conn, who.account, reader, work.hand_over, now)
-                _marks.refresh(conn, who.account, reader, work.refresh, now)
-                claimed = _marks.claim(conn, who.account, reader, work.claim, now, work.hold)
+                claimed = _read_path.write_marks(
+                    conn, who, reader, work, now, renewing=renewing, clock=self._now
+                )
         except DBAPIError as exc:
             if not _database.gives_way(exc):
                 raise

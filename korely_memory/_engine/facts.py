@@ -268,7 +268,7 @@ class FactMethods(EngineCore):
 
         found, last, now = self._read(read, snapshot=marking)
         if marking and reader is not None:
-            self._write_marks(who, reader, found, [], last, now, None)
+            self._write_marks(who, reader, found, last, now)
         return found
 
     def history(self, who: Identity, key: str) -> list[Fact]:

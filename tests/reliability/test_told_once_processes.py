@@ -110,13 +110,19 @@ def marks_in_store(engine: MemoryEngine) -> dict[tuple[str, int], tuple[bool, bo
 
 def read_until_stopped(url: str, name: str, seed: int, ready: Any, stop: Any, out: str) -> None:
     """Read random users' blocks under ``name``; log each read to ``out`` as JSON."""
-    rng = random.Random(seed)
-    reads: list[list[Any]] = []
     with MemoryEngine(url) as engine:
         ready.wait()
-        while not stop.is_set():
-            reads.append(read_once(engine, name, rng.choice(USERS)))
+        reads = reads_until(stop, engine, name, seed)
     Path(out).write_text(json.dumps(reads), encoding="utf-8")
+
+
+def reads_until(stop: Any, engine: MemoryEngine, name: str, seed: int) -> list[list[Any]]:
+    """Read random users' blocks under ``name`` until ``stop`` is set (``read_once`` each)."""
+    rng = random.Random(seed)
+    reads: list[list[Any]] = []
+    while not stop.is_set():
+        reads.append(read_once(engine, name, rng.choice(USERS)))
+    return reads
 
 
 def read_once(engine: MemoryEngine, name: str, user: str) -> list[Any]:
@@ -144,26 +150,32 @@ def write_until_stopped(url: str, index: int, seed: int, ready: Any, stop: Any, 
     Logs [what, fact id, moment the call returned]: the new version for a write, the ended
     one for a forget. The version a write ended is found afterwards through replaced_by_id.
     """
-    rng = random.Random(seed)
-    log: list[list[Any]] = []
     with MemoryEngine(url) as engine:
         ready.wait()
-        i = 0
-        while not stop.is_set():
-            i += 1
-            user, key = rng.choice(USERS), rng.choice(KEYS)
-            who = identity(user)
-            if rng.random() < FORGET:
-                with contextlib.suppress(NotFound):  # another writer forgot it first
-                    log.append(["forget", engine.forget(who, key).id, time.monotonic()])
-                continue
-            content = f"{user} {key} by writer {index}, write {i}"
-            try:
-                made = engine.correct(who, key, content)
-            except NotFound:  # forgotten: remembered anew
-                made = engine.remember(who, key, content)
-            log.append(["write", made.id, time.monotonic()])
+        log = writes_until(stop, engine, index, seed)
     Path(out).write_text(json.dumps(log), encoding="utf-8")
+
+
+def writes_until(stop: Any, engine: MemoryEngine, index: int, seed: int) -> list[list[Any]]:
+    """Write as ``write_until_stopped`` does until ``stop`` is set; returns the log."""
+    rng = random.Random(seed)
+    log: list[list[Any]] = []
+    i = 0
+    while not stop.is_set():
+        i += 1
+        user, key = rng.choice(USERS), rng.choice(KEYS)
+        who = identity(user)
+        if rng.random() < FORGET:
+            with contextlib.suppress(NotFound):  # another writer forgot it first
+                log.append(["forget", engine.forget(who, key).id, time.monotonic()])
+            continue
+        content = f"{user} {key} by writer {index}, write {i}"
+        try:
+            made = engine.correct(who, key, content)
+        except NotFound:  # forgotten: remembered anew
+            made = engine.remember(who, key, content)
+        log.append(["write", made.id, time.monotonic()])
+    return log
 
 
 # -- checking what was told -----------------------------------------------------------------
@@ -243,6 +255,12 @@ class Coverage:
       engine tells that one change for both. Versions that are "no longer true" have no
       current version in common: each is told on its own, as a single reader is told them.
 
+    ``v`` is also covered, with nothing told, when it was first handed by a read from an older
+    snapshot than another read of the same name that had handed a strictly later version of
+    its chain (as a fact, or as what a change said holds now): the second read started before
+    the first ended. The name had moved past ``v`` already; what ``v``'s end led to is that
+    later version's to tell.
+
     Not covered: *late* if ``v`` itself was told after its due read, else *lost*. A telling
     of a later version after the due read covers nothing: ``v`` was no longer waiting then.
     The store is asked as well: the mark of every change handed must say ended and told.
@@ -280,6 +298,13 @@ class Coverage:
         reads = sorted(reads, key=lambda r: r.start)
         first_handed: dict[int, float] = {}
         shown_at_all = {v for r in reads for v in r.handed}
+        # When each version was first handed over (as a fact, or as a change's `now`), by the
+        # start of the read that did.
+        reached: dict[int, float] = {}
+        for r in reads:
+            if not r.gave_way:
+                for v in [*r.handed, *(now for _, now in r.told if now is not None)]:
+                    reached.setdefault(v, r.start)
         told: Counter[int] = Counter()
         first_told: dict[int, float] = {}  # was -> start of the first read that told it
         # Per chain, in order of read start: how far along the chain the `was` of a change
@@ -312,10 +337,16 @@ class Coverage:
                     starts.append(r.start)
                     furthest.append(max(at, furthest[-1]) if furthest else at)
         fig.told += sum(told.values())
-        for was, n in told.items():
-            if n > 1:
-                fig.duplicates += n - 1
-                fig.note(f"{reader}: version {was} told {n} times")
+        # A telling repeats another when it tells a version's end again, or a version as what
+        # holds now again.
+        ends, nows = set(), set()
+        for was, now in (t for r in reads for t in r.told):
+            if was in ends or (now is not None and now in nows):
+                fig.duplicates += 1
+                fig.note(f"{reader}: told {was} -> {now} again")
+            ends.add(was)
+            if now is not None:
+                nows.add(now)
         fig.handed += len(first_handed)
         for v, handed_end in first_handed.items():
             version = self.versions[v]
@@ -331,6 +362,12 @@ class Coverage:
             starts, furthest = reach[chain]
             j = bisect.bisect_left(starts, due)  # the tellings from reads that started before
             in_time = first_told.get(v, math.inf) < due or (j > 0 and furthest[j - 1] > at)
+            moved_on = any(
+                self.later(w, v) and start < handed_end
+                for w, start in reached.items()
+                if self.place.get(w, (None, 0))[0] == chain
+            )
+            in_time = in_time or moved_on
             direct = v in told
             mark = store.get((reader, v))
             in_store = mark == (True, True)
@@ -367,11 +404,16 @@ def as_read(row: list[Any]) -> Read:
     return Read(name, user, start, end, handed, [(w, n) for w, n in told], more)
 
 
+def plant(engine: MemoryEngine) -> None:
+    """The first version of every key of every user."""
+    for user in USERS:
+        for key in KEYS:
+            engine.remember(identity(user), key, f"{user} {key}, first version")
+
+
 def run_world(url: str, tmp_path: Path, names: list[str], writers: int, label: str) -> Figures:
     with MemoryEngine(url) as engine:
-        for user in USERS:
-            for key in KEYS:
-                engine.remember(identity(user), key, f"{user} {key}, first version")
+        plant(engine)
         ready = PROCESSES.Barrier(len(names) + writers + 1, timeout=120)
         stop = PROCESSES.Event()
         seed = random.randrange(2**32)
@@ -412,15 +454,27 @@ def run_world(url: str, tmp_path: Path, names: list[str], writers: int, label: s
             for w in range(writers)
             for entry in json.loads((tmp_path / f"writes-{w}.json").read_text(encoding="utf-8"))
         ]
-        drained = drain(engine, sorted(set(names)))
-        versions = {
-            f.id: Version(f.id, user, key, f.replaced_by_id, not f.is_current)
-            for user in USERS
-            for key in KEYS
-            for f in engine.history(identity(user), key)
-        }
-        store = marks_in_store(engine)
+        return check_world(engine, reads, log, names, label, seed)
 
+
+def check_world(
+    engine: MemoryEngine,
+    reads: list[Read],
+    log: list[list[Any]],
+    names: list[str],
+    label: str,
+    seed: int,
+) -> Figures:
+    """Drain what is left to tell, then check every change against what happened: ``reads`` (of
+    ``read_once``) and the writers' ``log`` (of ``write_until_stopped``)."""
+    drained = drain(engine, sorted(set(names)))
+    versions = {
+        f.id: Version(f.id, user, key, f.replaced_by_id, not f.is_current)
+        for user in USERS
+        for key in KEYS
+        for f in engine.history(identity(user), key)
+    }
+    store = marks_in_store(engine)
     before = {v.replaced_by: v.id for v in versions.values() if v.replaced_by is not None}
     ended_at: dict[int, float] = {}
     for what, fact_id, moment in log:
@@ -607,3 +661,20 @@ def test_the_rule_counts_duplicates_late_tellings_and_marks_left_untold() -> Non
 
 def test_the_rule_ignores_what_only_a_read_that_gave_way_showed() -> None:
     assert judge((0, [1], [], None), (21, [3], [], 0)).changes == 0
+
+
+def test_the_rule_counts_a_version_told_twice_as_what_holds_now() -> None:
+    # Milan told as what holds now twice, each time with another `was`.
+    fig = judge((0, [1], [], 0), (11, [2], [], 1), (21, [3], [(2, 3)], 0), (22, [3], [(1, 3)], 0))
+    assert fig.duplicates == 1
+
+
+def test_the_rule_takes_a_version_handed_behind_a_newer_read_as_moved_past() -> None:
+    # The read at t=20.5 told Rome -> Milan; the read at t=21 had its snapshot before Florence
+    # ended, handed Florence afterwards, and nothing more is said of Florence: Milan had been
+    # handed over first.
+    fig = judge((0, [1], [], 0), (20.5, [3], [(1, 3)], 0), (21, [2], [], 0))
+    assert (fig.changes, fig.lost, fig.duplicates) == (2, 0, 0)
+    # Florence handed by a read that ended before any read handed Milan is no such case.
+    fig = judge((0, [1], [], 0), (11, [2], [(1, 2)], 0), (21, [3], [], 0))
+    assert fig.lost == 1
