@@ -12,7 +12,9 @@ from llama_index.core.agent.workflow import CodeActAgent
 
 from korely_memory import InvalidRequest
 from korely_memory.tools import MEMORY_TOOLS
-from llama_index.memory.korely import KorelyMemory, korely_functions, korely_tools
+from llama_index.memory.korely import KorelyMemory, korely_extractor, korely_functions, korely_tools
+
+from .conftest import Script, ScriptedLLM
 
 
 def executor(functions: list[Callable[..., str]]) -> Callable[..., Any]:
@@ -140,3 +142,59 @@ async def test_a_positional_call_is_refused_not_raised(engine, giulia, script) -
     await agent.run(user_msg="I have a cat", memory=memory)
     assert "Not saved: this tool takes named arguments only." in script.text(llm.received[1])
     assert engine.get_facts(giulia) == []
+
+
+async def test_a_code_result_is_not_the_person_speaking(
+    engine, giulia, script, engine_reads
+) -> None:
+    """CodeActAgent keeps its code's output as a user message: the memory reads for the
+    person's words alone, captures what the person and the agent said, and the turn ends
+    with the answer (the functions refuse after it)."""
+    engine.remember(giulia, "pet", "Giulia has a cat")
+    extraction = ScriptedLLM(
+        Script.call("MemoryOperations", operations=[]),
+    )
+    memory = KorelyMemory.from_defaults(
+        engine, giulia, reader="support-bot",
+        capture=korely_extractor(extraction), capture_inline=True,
+    )  # fmt: skip
+    functions = {f.__name__: f for f in korely_functions(memory)}
+    llm = script.llm(
+        script.say(code('print(recall(query="pet"))')),
+        script.say(code('print(remember(key="pet-name", content="The cat is called Ada"))')),
+        script.say("You have a cat, Ada."),
+    )
+    agent = CodeActAgent(
+        code_execute_fn=executor([*functions.values()]),
+        llm=llm,
+        tools=[*functions.values()],
+        streaming=False,
+    )
+    await agent.run(user_msg="Do I have a pet? She is called Ada.", memory=memory)
+
+    assert engine_reads and set(engine_reads) == {"Do I have a pet? She is called Ada."}
+    assert not memory.in_turn
+    refused = functions["remember"](key="dog", content="Giulia has a dog")
+    assert refused.startswith("Not saved: these functions serve")
+    assert sorted(f.key for f in engine.get_facts(giulia)) == ["pet", "pet-name"]
+    [prompt] = extraction.received
+    said = Script.text(prompt).split("Conversation excerpt:\n", 1)[1]
+    assert said.splitlines()[:2] == [
+        "user: Do I have a pet? She is called Ada.",
+        "assistant: You have a cat, Ada.",
+    ]
+    assert "Result of executing the code" not in said
+    assert "<execute>" not in said  # the code it ran is no answer either
+
+    # The next turn is the person's next message, read for its words.
+    llm.received.clear()
+    answer = script.llm(script.say("Ada, a cat."))
+    agent = CodeActAgent(
+        code_execute_fn=executor([*functions.values()]),
+        llm=answer,
+        tools=[*functions.values()],
+        streaming=False,
+    )
+    await agent.run(user_msg="What is my cat called?", memory=memory)
+    assert engine_reads[-1] == "What is my cat called?"
+    assert "- pet-name: The cat is called Ada" in script.text(answer.received[0])

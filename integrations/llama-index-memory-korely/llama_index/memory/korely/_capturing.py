@@ -1,8 +1,9 @@
 """Which stored messages finish a turn, and what the turn said, for capture.
 
 A turn is the user's messages and the assistant's answers after them, in the
-order the memory stores them; tool calls and tool results are left out, as is
-anything without text. An answer (an assistant message with no tool call)
+order the memory stores them; tool calls and tool results are left out (a
+``CodeActAgent``'s code results too, though it stores them as user messages), as
+is anything without text. An answer (an assistant message with no tool call)
 stored after a user message finishes the turn: its excerpt goes to
 ``korely_memory``'s capture, inline or in the background, shared with every
 adapter. A turn in which the agent erased a fact is finished as erased: it is
@@ -13,9 +14,9 @@ captured.
 
 from __future__ import annotations
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage
 
-from ._turns import is_answer, text_of
+from ._turns import is_answer, is_person, spoken, text_of
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -41,9 +42,9 @@ class Said:
         """Note stored messages; returns each turn they finished: its number, its excerpt, and
         whether a fact was erased in it."""
         finished: list[tuple[int, Pairs, bool]] = []
-        for message in messages:
+        for message in spoken(messages):
             text = text_of(message).strip()
-            if message.role == MessageRole.USER:
+            if is_person(message):
                 if self._answered:
                     self._start()
                 if text:

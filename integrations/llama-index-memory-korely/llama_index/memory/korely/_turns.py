@@ -82,7 +82,7 @@ class Conversation:
     def stored(self, messages: list[ChatMessage]) -> None:
         """Note the messages the memory stores."""
         for message in messages:
-            if message.role != MessageRole.USER:
+            if not is_person(message):
                 continue
             turn = self.turn
             read_first = turn is not None and not turn.stored and not turn.closed
@@ -134,6 +134,32 @@ class Conversation:
         self.turn, self.question_stored = None, False
 
 
+CODE_RESULT = "Result of executing the code given:"
+"""How LlamaIndex's ``CodeActAgent`` starts the message it keeps its code's output in: a user
+message, which the person did not write."""
+
+
+def is_person(message: ChatMessage) -> bool:
+    """A message the person wrote: a user message, not a ``CodeActAgent``'s code result.
+
+    Only the person's messages start a turn, are a block's query, carry a note, or are
+    captured as what the person said.
+    """
+    return message.role == MessageRole.USER and not text_of(message).startswith(CODE_RESULT)
+
+
+def spoken(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` without a ``CodeActAgent``'s code steps: each code result, and the assistant
+    message just before it, which wrote the code (a tool call, in effect, not an answer)."""
+    steps: set[int] = set()
+    for index, message in enumerate(messages):
+        if message.role == MessageRole.USER and not is_person(message):
+            steps.add(index)
+            if index and messages[index - 1].role == MessageRole.ASSISTANT:
+                steps.add(index - 1)
+    return [m for i, m in enumerate(messages) if i not in steps]
+
+
 def text_of(message: ChatMessage | str | None) -> str:
     """The text of a message (its text blocks), or the string itself."""
     if message is None:
@@ -160,12 +186,12 @@ def anchors(messages: list[ChatMessage], before: Sequence[ChatMessage] = ()) -> 
     when older ones are flushed."""
     said: dict[str, int] = {}
     for message in before:
-        if message.role == MessageRole.USER:
+        if is_person(message):
             digest = _digest(message)
             said[digest] = said.get(digest, 0) + 1
     found: dict[int, str] = {}
     for index, message in enumerate(messages):
-        if message.role != MessageRole.USER:
+        if not is_person(message):
             continue
         digest = _digest(message)
         said[digest] = said.get(digest, 0) + 1
@@ -186,9 +212,9 @@ def _digest(message: ChatMessage) -> str:
 
 
 def last_user_index(messages: list[ChatMessage]) -> int | None:
-    """The index of the last user message, None when there is none."""
+    """The index of the person's last message, None when there is none."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == MessageRole.USER:
+        if is_person(messages[index]):
             return index
     return None
 
