@@ -188,3 +188,41 @@ async def test_a_block_memory_truncates_keeps_the_changes_it_cut_for_later(
     clock.advance(minutes=11)  # what Memory cut was held, not spent: it is told again
     later = engine.get_context(giulia, reader="support-bot", token_budget=2000)
     assert len(later.changed) == 3 - len(first)
+
+
+async def test_an_account_fact_change_is_told_once_per_reader_name(
+    timed_engine, script, clock
+) -> None:
+    """Anna's and Ben's conversations read the account's hours; they change. Under one reader
+    name, the first conversation to read is told and the next sees the new hours without a
+    notice; under a name per person, both are told."""
+    engine = timed_engine
+    engine.grant_admin("acme", "root")
+    root = Identity("acme", "root", "support-copilot")
+    anna = Identity("acme", "anna", "support-copilot")
+    ben = Identity("acme", "ben", "support-copilot")
+    engine.confirm(root, engine.remember(anna, "hours", "The shop opens at 9", scope="account").id)
+
+    def reader(person: Identity, per_person: bool) -> str:
+        return f"support-bot:{person.user}" if per_person else "support-bot"
+
+    async def converse(person: Identity, per_person: bool) -> str:
+        llm = script.llm(script.say("Noted."))
+        memory = KorelyMemory.from_defaults(engine, person, reader=reader(person, per_person))
+        await FunctionAgent(llm=llm, tools=[]).run(user_msg="When do you open?", memory=memory)
+        return script.text(llm.received[0])
+
+    for per_person in (False, True):
+        for person in (anna, ben):
+            assert "The shop opens at" in await converse(person, per_person)
+        clock.advance(minutes=1)
+        earlier = "9" if not per_person else "8"
+        later = "8" if not per_person else "7"
+        proposal = engine.remember(ben, "hours", f"The shop opens at {later}", scope="account")
+        engine.confirm(root, proposal.id)
+        clock.advance(minutes=1)
+        notice = f"- was: The shop opens at {earlier} -> now: The shop opens at {later}"
+        told = [notice in await converse(person, per_person) for person in (anna, ben)]
+        assert told == ([True, False] if not per_person else [True, True])
+        # Ben reads what holds now either way.
+        assert f"The shop opens at {later}" in await converse(ben, per_person)
