@@ -227,11 +227,22 @@ async def test_a_block_crowded_out_by_other_blocks_is_logged_and_counted_once_pe
     left_out = [r for r in caplog.records if "was left out of the prompt" in r.getMessage()]
     assert len(left_out) == 1
     assert "korely memory block of" in caplog.text and "token_limit=1000" in caplog.text
+    assert "other memory blocks" in caplog.text  # what takes the room, named
+    assert "give the other memory blocks less room" in caplog.text
     # The next turn is a read of its own.
     await FunctionAgent(llm=script.llm(script.say("Hello.")), tools=[]).run(
         user_msg="Hi again", memory=memory
     )
     assert memory.crowded_out == 2
+
+
+def test_the_warning_names_what_took_the_room(engine, giulia, caplog) -> None:
+    block = KorelyMemoryBlock(engine=engine, identity=giulia, reader="support-bot")
+    with caplog.at_level(logging.WARNING, logger="llama_index.memory.korely"):
+        block.crowded(12, 2000, {"chat history": 1900, "other memory blocks": 88})
+    said = caplog.records[-1].getMessage()
+    assert "chat history 1900, other memory blocks 88" in said and "leaving it 12" in said
+    assert "lower chat_history_token_ratio or token_flush_size" in said
 
 
 async def test_a_block_with_room_is_not_counted_as_crowded_out(engine, giulia, script) -> None:

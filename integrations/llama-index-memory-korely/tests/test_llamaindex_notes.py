@@ -226,3 +226,62 @@ async def test_a_session_id_the_engine_would_refuse_keeps_notes_under_its_digest
     for said in ("Where do I live?", "Again?"):
         await agent.run(user_msg=said, memory=memory)
     assert script.text(llm.received[1]).count("Giulia lives in Milan") == 1
+
+
+async def test_notes_stay_within_the_token_limit_and_never_crowd_out_the_turns_news(
+    engine: MemoryEngine, giulia: Identity, script, engine_reads: list[str | None]
+) -> None:
+    """181 facts, 24 turns in 2,000 tokens: the earlier notes give way, oldest first, so that
+    every prompt fits, the agent's own fact is in every prompt after it wrote it, and a
+    correction by someone else is told in the next turn; the stable note is there whenever a
+    note is."""
+    for i in range(181):
+        engine.remember(
+            giulia, f"site-{i}", f"Giulia's site {i} has a boiler serviced in month {i % 12 + 1}"
+        )
+    memory = KorelyMemory.from_defaults(
+        engine, giulia, reader="support-bot", placement="notes", token_limit=2000,
+        chat_history_token_ratio=0.6, token_flush_size=200,
+    )  # fmt: skip
+    steps = [script.say(f"Answer {t}: " + "noted " * 40) for t in range(24)]
+    steps.insert(2, script.call("remember", key="pet", content="Giulia has a cat called Miso"))
+    llm = script.llm(*steps)
+    agent = FunctionAgent(
+        llm=llm, tools=korely_tools(engine), system_prompt="You are a support agent."
+    )
+    told_in: list[int] = []
+    for t in range(24):
+        if t == 5:
+            engine.correct(giulia, "site-1", "Giulia's site 1 has a heat pump now", reader="crm")
+        first = len(llm.received)
+        await agent.run(user_msg=f"Turn {t}: what about site {t}, and my cat?", memory=memory)
+        for prompt in llm.received[first:]:
+            assert sum(memory._estimate_token_count(m) for m in prompt) <= 2000, t
+            text = script.text(prompt)
+            if "<memory>" in text:
+                assert script.STABLE_START in text, t
+            times = text.count("now: Giulia's site 1 has a heat pump now")
+            assert times <= 1, t  # an earlier note may carry it, never two
+            if times:
+                told_in.append(t)
+    assert memory.crowded_out == 0
+    assert told_in and told_in[0] == 5, told_in  # told in the turn after the correction
+    after = [script.text(p) for p in llm.received[3:]]  # every prompt after the remember call
+    assert all("Miso" in text for text in after)
+    assert len(engine_reads) == 24 + 1  # one read a turn, and one after the agent wrote
+
+
+async def test_with_room_the_earlier_notes_all_stay(
+    engine: MemoryEngine, giulia: Identity, script
+) -> None:
+    for i in range(40):
+        engine.remember(
+            giulia, f"site-{i}", f"Giulia's site {i} has a boiler serviced in month {i % 12 + 1}"
+        )
+    memory = KorelyMemory.from_defaults(engine, giulia, reader="support-bot", placement="notes")
+    llm = script.llm(*(script.say(f"Answer {t}.") for t in range(8)))
+    agent = FunctionAgent(llm=llm, tools=[], system_prompt="You are a support agent.")
+    for t in range(8):
+        await agent.run(user_msg=f"Turn {t}: what about site {t}?", memory=memory)
+    for before, after in itertools.pairwise(llm.received):
+        assert after[: len(before)] == before  # each prompt is a prefix of the next

@@ -20,7 +20,11 @@ from llama_index.memory.korely.capture import (
     KorelyExtractor,
     korely_extractor,
 )
-from llama_index.memory.korely.chat_store import aerase_chat_sessions, erase_chat_sessions
+from llama_index.memory.korely.chat_store import (
+    SharedChatStore,
+    aerase_chat_sessions,
+    erase_chat_sessions,
+)
 from llama_index.memory.korely.memory import KorelyMemory
 from llama_index.memory.korely.tools import korely_functions, korely_tools
 
@@ -30,6 +34,7 @@ __all__ = [
     "KorelyExtractor",
     "KorelyMemory",
     "KorelyMemoryBlock",
+    "SharedChatStore",
     "aerase_chat_sessions",
     "block_room",
     "engine_tokenizer",

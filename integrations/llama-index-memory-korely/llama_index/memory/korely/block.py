@@ -193,18 +193,28 @@ class KorelyMemoryBlock(BaseMemoryBlock[str]):
         the person's facts or notices. Each is also logged (warning)."""
         return self._crowded_out
 
-    def crowded(self, room: int, token_limit: int) -> None:
-        """Count and log a read that left the block out: ``room`` tokens were left for it."""
+    def crowded(self, room: int, token_limit: int, takers: dict[str, int] | None = None) -> None:
+        """Count and log a read that left the block out: ``room`` tokens were left for it;
+        ``takers``: what took the rest, by name (the chat history, the other blocks)."""
         self._crowded_out += 1
+        taken = takers or {"the chat history and the other memory blocks": token_limit - room}
+        said = ", ".join(f"{what} {n}" for what, n in taken.items() if n > 0) or "nothing"
+        largest = max(taken, key=lambda what: taken[what]) if taken else ""
+        advice = (
+            "lower chat_history_token_ratio or token_flush_size, or raise token_limit"
+            if "chat history" in largest
+            else "give the other memory blocks less room, or raise token_limit"
+        )
         logger.warning(
-            "the %s memory block of %s was left out of the prompt: the chat history and the "
-            "other memory blocks leave it %d of token_limit=%d tokens, too few to show it "
-            "(%d so far); raise token_limit or give the other blocks less room",
+            "the %s memory block of %s was left out of the prompt: of token_limit=%d tokens, "
+            "%s take the room, leaving it %d, too few to show it (%d so far); %s",
             self.name,
             self.identity,
-            max(room, 0),
             token_limit,
+            said,
+            max(room, 0),
             self._crowded_out,
+            advice,
         )
 
     # -- in a Memory of your own -------------------------------------------------------

@@ -13,6 +13,13 @@ from collections.abc import Iterable
 
 from llama_index.core.async_utils import asyncio_run
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
+from llama_index.core.storage.chat_store.sql import (
+    DEFAULT_ASYNC_DATABASE_URI,
+    SQLAlchemyChatStore,
+)
+from sqlalchemy import MetaData, Table
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from korely_memory import InvalidRequest
 
@@ -46,3 +53,49 @@ def erase_chat_sessions(chat_store: AsyncDBChatStore, session_ids: Iterable[str]
     """Synchronous twin of :func:`aerase_chat_sessions`."""
     deleted: int = asyncio_run(aerase_chat_sessions(chat_store, session_ids))
     return deleted
+
+
+DEFAULT_TABLE_NAME = "llama_index_memory"
+"""The table ``Memory.from_defaults`` keeps its messages in, unless told another."""
+
+SQLITE_WAIT = 30.0
+"""Seconds a connection of a SQLite chat store waits for another's write before it fails."""
+
+
+class SharedChatStore(SQLAlchemyChatStore):
+    """LlamaIndex's ``SQLAlchemyChatStore``, for many memories on one database at once.
+
+    Each ``Memory`` made by ``Memory.from_defaults`` makes a store of its own, which creates its
+    table at its first use: forty memories started together on one SQLite file race to create it
+    (``table llama_index_memory already exists``), and on SQLite wait five seconds at most for
+    each other's writes (``database is locked``). This store takes a table another store (or
+    process) created meanwhile as created, and its SQLite connections wait ``SQLITE_WAIT``.
+    Every store of ``KorelyMemory.from_defaults`` is one, unless ``chat_store`` is given.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        async_database_uri: str | None = None,
+        async_engine: AsyncEngine | None = None,
+        db_schema: str | None = None,
+    ) -> None:
+        uri = async_database_uri or DEFAULT_ASYNC_DATABASE_URI
+        if async_engine is None and uri.startswith("sqlite") and not self._is_in_memory_uri(uri):
+            async_engine = create_async_engine(uri, connect_args={"timeout": SQLITE_WAIT})
+        super().__init__(
+            table_name=table_name,
+            async_database_uri=uri,
+            async_engine=async_engine,
+            db_schema=db_schema,
+        )
+
+    async def _setup_tables(self, async_engine: AsyncEngine) -> Table:
+        try:
+            return await super()._setup_tables(async_engine)
+        except DBAPIError:
+            # Another store created the table meanwhile ("already exists"; on PostgreSQL also a
+            # duplicate type): defined again, it is found now, not created. Anything else fails
+            # again, and is raised.
+            self._metadata = MetaData()
+            return await super()._setup_tables(async_engine)

@@ -34,6 +34,7 @@ from ._layout import (
 )
 from ._turns import Conversation, anchors, is_answer, label, last_user_index, text_of
 from .block import DEFAULT_TOKEN_BUDGET, KorelyMemoryBlock, shows_something
+from .chat_store import DEFAULT_TABLE_NAME, SharedChatStore
 
 Placement = Literal["system", "context", "notes"]
 DEFAULT_PLACEMENT: Placement = "context"
@@ -219,6 +220,14 @@ class KorelyMemory(CaptureControls, Memory):
             tokenizer_fn=tokenizer_fn,
         )
         memory_kwargs["memory_blocks"] = [block, *(memory_kwargs.get("memory_blocks") or [])]
+        if memory_kwargs.get("chat_store") is None:
+            # Memory's own store, made to share its database with other memories at once.
+            memory_kwargs["chat_store"] = SharedChatStore(
+                memory_kwargs.pop("table_name", DEFAULT_TABLE_NAME),
+                async_database_uri=memory_kwargs.pop("async_database_uri", None),
+                async_engine=memory_kwargs.pop("async_engine", None),
+                db_schema=memory_kwargs.pop("db_schema", None),
+            )
         memory = cast(KorelyMemory, super().from_defaults(**memory_kwargs))
         memory.placement = placement
         memory.cache_control = cache_control
@@ -340,48 +349,83 @@ class KorelyMemory(CaptureControls, Memory):
             block = await korely.read(query, self._read_budget(room), marking=False)
             shown, left_out = self._within(block, room, user_message=False)
             if short or left_out:
-                korely.crowded(self._read_budget(room), self.token_limit)
+                takers = self._takers(history, messages)
+                korely.crowded(self._read_budget(room), self.token_limit, takers)
             return place(messages, shown[1]) if shown else messages
         starts = turn is not self._conversation.turn and self._conversation.start(turn)
+        total = self._read_budget(room)  # what the block and the earlier notes may take
         options: dict[str, Any] = {}
         if noting and (starts or turn.stale):
-            turn.notes, options = await self._noting(anchored)
-        frames: dict[int, list[TextBlock]] = {}
+            turn.notes, options = await self._noting(anchored, total)
+        frames = self._earlier(turn.notes, anchored) if noting else {}
+        budget = total
         if noting:
-            frames = self._earlier(turn.notes, anchored)
-            room -= sum(self._estimate_token_count(b.text) for f in frames.values() for b in f)
-            short = self._read_budget(room) < MIN_BUDGET  # the earlier notes take room too
-        # This turn's notes read before (the agent wrote since): before its new one, in order.
-        own = frames.pop(max(anchored), []) if noting else []
+            # Earlier notes take what this turn's note leaves: it keeps at least its reserve.
+            budget = min(total - self._frames_cost(frames), self._reserve(total))
+        short = budget < MIN_BUDGET
         if starts:
-            turn.block = await korely.read(
-                turn.user, self._read_budget(room), marking=True, **options
-            )
+            turn.block = await korely.read(turn.user, budget, marking=True, **options)
             turn.crowded = False
         elif turn.stale:
             turn.stale = False
             held = turn.block.receipt if turn.block is not None else None
-            turn.block = await korely.read(
-                turn.user, self._read_budget(room), marking=True, renew=held, **options
-            )
+            turn.block = await korely.read(turn.user, budget, marking=True, renew=held, **options)
             turn.crowded = False
-        messages = with_notes(messages, frames)
-        within, left_out = self._within(turn.block, room, user_message=turn.stored)
+        if turn.block is None:
+            frames = {}  # no note without the stable note saying what notes are
+        while True:
+            # Later calls of the turn carry more history (tool calls and their results): the
+            # oldest notes leave the prompt before the turn's own does, so all of it fits.
+            left = room - self._frames_cost(frames)
+            within, left_out = self._within(turn.block, left, user_message=turn.stored)
+            stable = (
+                self._parts(turn.block, user_message=True)
+                if noting and within is None and turn.block is not None
+                else None
+            )
+            over = stable is not None and self._parts_cost(stable) > left
+            if not frames or not (left_out or over):
+                break
+            del frames[min(frames)]
         if (short or left_out) and not turn.crowded:
             # Counted once per read: the turn's later model calls are served the same block.
             turn.crowded = True
-            korely.crowded(self._read_budget(room), self.token_limit)
+            room_left = self._read_budget(room)
+            korely.crowded(room_left, self.token_limit, self._takers(history, messages))
+        own = frames.pop(max(anchored), []) if noting and max(anchored) in frames else []
+        messages = with_notes(messages, frames)
         if within is None:
-            if noting and turn.block is not None:  # nothing new: the stable note stays in place
-                placed = place(messages, self._parts(turn.block, user_message=True))
+            if stable is not None and self._parts_cost(stable) <= left:
+                # Nothing new: the stable note stays in place, as long as a note is there.
+                placed = place(messages, stable)
                 return marked_before_latest(self._own(placed, own), self.cache_control)
-            return messages
+            return self._own(messages, own) if own else messages
         variant, parts = within
         korely.show(turn, variant, parts.needle, parts.carrier, deferred=True)
         placed = place(messages, parts)
         if not noting:
             return placed
         return marked_before_latest(self._own(placed, own), self.cache_control)
+
+    def _frames_cost(self, frames: dict[int, list[TextBlock]]) -> int:
+        return sum(self._estimate_token_count(b.text) for f in frames.values() for b in f)
+
+    def _parts_cost(self, parts: Parts) -> int:
+        return self._estimate_token_count([*parts.stable, *parts.system, *parts.user])
+
+    def _reserve(self, total: int) -> int:
+        """The room a turn's note keeps whatever the earlier notes take: the block's budget, or
+        half of ``total`` when that is less (so that the note fits among the earlier ones
+        next turn)."""
+        return min(self.korely_block.token_budget, max(MIN_BUDGET, total // 2))
+
+    def _takers(self, history: list[ChatMessage], messages: list[ChatMessage]) -> dict[str, int]:
+        """What takes the room of ``token_limit``: the chat history and the other blocks."""
+        chat = sum(self._estimate_token_count(m) for m in history)
+        return {
+            "chat history": chat,
+            "other memory blocks": sum(self._estimate_token_count(m) for m in messages) - chat,
+        }
 
     @staticmethod
     def _own(placed: list[ChatMessage], own: list[TextBlock]) -> list[ChatMessage]:
@@ -429,14 +473,29 @@ class KorelyMemory(CaptureControls, Memory):
             user_message=user_message,
         )
 
-    async def _noting(self, anchored: dict[int, str]) -> tuple[tuple[Note, ...], dict[str, Any]]:
-        """The conversation's earlier notes whose messages are in the history, and the read's
-        options for the turn's note (attached to the latest user message)."""
+    async def _noting(
+        self, anchored: dict[int, str], total: int
+    ) -> tuple[tuple[Note, ...], dict[str, Any]]:
+        """The conversation's earlier notes that stay in the prompt, and the read's options for
+        the turn's note (attached to the latest user message).
+
+        The notes whose messages are in the history stay, newest first (this turn's own, read
+        before, first of all), while they leave the turn's note its reserve of ``total``; the
+        older ones leave the prompt, and what they showed may be shown again.
+        """
         korely = self.korely_block
         current = anchored[max(anchored)]
         kept = await korely.engine.anotes(korely.identity, label(self.session_id))
         there = set(anchored.values())
-        earlier = tuple(n for n in kept if n.anchor in there)  # this turn's own, read before, too
+        share = total - self._reserve(total)
+        staying: list[Note] = []
+        for note in reversed([n for n in kept if n.anchor in there]):
+            blocks = frame(self.memory_blocks_template, korely.name, note.text) if note.text else []
+            share -= sum(self._estimate_token_count(b.text) for b in blocks)
+            if share < 0:
+                break
+            staying.append(note)
+        earlier = tuple(reversed(staying))
         options = {
             "conversation": label(self.session_id),
             "anchor": current,
