@@ -191,7 +191,10 @@ def _held(
                 f"before adding {key!r}"
             )
     _versions.lock_key(conn, who, key)  # the same change held once, whoever captures it
-    held = _pending.hold(conn, who, operation, key, content, reader=reader, now=now)
+    against = before.id if before is not None else None
+    held = _pending.hold(
+        conn, who, operation, key, content, against=against, reader=reader, now=now
+    )
     return CaptureStep(op, "held", pending=held)
 
 

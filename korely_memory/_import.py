@@ -24,6 +24,7 @@ memory holds nothing about:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -94,9 +95,21 @@ def parse(data: Any) -> UserExport:
         if user not in (mark.reader, mark.subject) and mark.fact_id not in personal_ids:
             raise InvalidRequest(where, f"is not a mark about {user!r} or read under that name")
     held = _items(data, "pending", _held) if "pending" in data else []
-    for change, where in held:
+    holding = {(f.agent, f.key): f.id for f, _ in versions if f.is_current}
+    for at, (change, where) in enumerate(held):
         if change.account != account or change.user != user:
             raise InvalidRequest(where, f"is not held for {user!r} in {account!r}")
+        if "drawn_against" not in data["pending"][at]:
+            # Exported before held changes named their version: the one its key holds.
+            against = holding.get((change.agent, change.key))
+            change = dataclasses.replace(
+                change, drawn_against=None if change.operation == "remember" else against
+            )
+            held[at] = (change, where)
+        elif change.drawn_against is not None and change.drawn_against not in personal_ids:
+            raise InvalidRequest(
+                where + ".drawn_against", "is not a version of the person's in the export"
+            )
     _unique([p.id for p, _ in held], "pending", "pending id")
     _unique([f.id for f, _ in [*versions, *account_facts]], "facts", "fact id")
     _unique([m.id for m, _ in kept], "memories", "memory id")
@@ -266,6 +279,9 @@ def _held(value: Any, where: str) -> PendingFact:
         content=content,
         captured_at=_time(v, "captured_at", at + "captured_at"),
         reader=_name(v, "reader", at + "reader", optional=True),
+        drawn_against=_id(v, "drawn_against", at + "drawn_against", optional=True)
+        if "drawn_against" in v
+        else None,
     )
 
 
@@ -389,7 +405,7 @@ def restore(
                 .values(replaced_by_id=target)
             )
     _restore_marks(conn, export, new_fact, restored)
-    _pending.restore(conn, export.pending)
+    _pending.restore(conn, export.pending, new_fact)
     if export.administrator and administrator:
         _review.grant(conn, account, user)
 

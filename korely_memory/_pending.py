@@ -42,6 +42,7 @@ def _pending(row: Any) -> PendingFact:
         content=m["content"],
         captured_at=m["captured_at"],
         reader=m["reader"],
+        drawn_against=m["drawn_against"],
     )
 
 
@@ -52,25 +53,32 @@ def hold(
     key: str,
     content: str | None,
     *,
+    against: int | None,
     reader: str | None,
     now: dt.datetime,
 ) -> PendingFact:
-    """Hold ``operation`` on ``key`` for ``who``'s approval; the same change already held (the
-    same operation, key and words) is returned as it is. The caller holds the key's lock, so two
+    """Hold ``operation`` on ``key`` for ``who``'s approval, drawn against the version
+    ``against`` (None: the key held none). The same change already held against the same
+    version is returned as it is; any other held under the key is superseded (deleted): the
+    newer capture is what the person is asked about. The caller holds the key's lock, so two
     captures never hold the same change twice."""
+    theirs = [*_theirs(who), pending.c.key == key]
     same = conn.execute(
         sa.select(pending)
         .where(
-            *_theirs(who),
-            pending.c.key == key,
+            *theirs,
             pending.c.operation == operation,
             pending.c.content.is_(None) if content is None else pending.c.content == content,
+            pending.c.drawn_against.is_(None)
+            if against is None
+            else pending.c.drawn_against == against,
         )
         .order_by(pending.c.id)
         .limit(1)
     ).first()
     if same is not None:
         return _pending(same)
+    conn.execute(pending.delete().where(*theirs))
     values = {
         "account": who.account,
         "owner_key": _versions.owner_key(who.user),
@@ -80,10 +88,11 @@ def hold(
         "captured_at": now,
         "reader": reader,
         "content": content,
+        "drawn_against": against,
     }
     new_id = conn.execute(pending.insert().values(values).returning(pending.c.id)).scalar_one()
     return PendingFact(
-        new_id, who.account, who.user, who.agent, operation, key, content, now, reader
+        new_id, who.account, who.user, who.agent, operation, key, content, now, reader, against
     )
 
 
@@ -141,8 +150,9 @@ def holds_any(conn: Connection, account: str, user: str) -> bool:
     return conn.execute(found.limit(1)).first() is not None
 
 
-def restore(conn: Connection, held: Sequence[PendingFact]) -> None:
-    """Write ``held`` again (``import_user``), under new ids, captured when they were."""
+def restore(conn: Connection, held: Sequence[PendingFact], versions: dict[int, int]) -> None:
+    """Write ``held`` again (``import_user``), under new ids, captured when they were, drawn
+    against the versions ``versions`` maps their exported ids to."""
     rows = [
         {
             "account": p.account,
@@ -153,6 +163,7 @@ def restore(conn: Connection, held: Sequence[PendingFact]) -> None:
             "captured_at": p.captured_at,
             "reader": p.reader,
             "content": p.content,
+            "drawn_against": None if p.drawn_against is None else versions.get(p.drawn_against),
         }
         for p in sorted(held, key=lambda p: p.id)
     ]

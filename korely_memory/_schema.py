@@ -587,8 +587,11 @@ class PendingRow(Base):
     captured_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     # The reader name of the agent that captured it.
     reader: Mapped[str | None] = mapped_column(String(NAME))
-    # Last: on SQLite, the columns before a long text are read without its overflow pages.
+    # On SQLite, the columns before a long text are read without its overflow pages.
     content: Mapped[str | None] = mapped_column(Text)
+    # The version the change was drawn against: the person's own true fact under the key when it
+    # was captured (None: none). ``approve`` writes it only while that version holds (0010).
+    drawn_against: Mapped[int | None] = mapped_column(Id)
 
     __table_args__ = (
         *keyed_by_account("korely_pending", referred=False),

@@ -315,6 +315,9 @@ class PendingFact:
         content: The fact's words; None for ``forget``.
         captured_at: When it was captured.
         reader: The reader name of the agent that captured it, or None.
+        drawn_against: The version of the person's fact under ``key`` it was drawn against
+            (None: the key held none). ``approve`` writes it only while that version is the
+            one that holds; once another was written (or it ended), approving it is refused.
     """
 
     id: int
@@ -326,6 +329,7 @@ class PendingFact:
     content: str | None
     captured_at: dt.datetime
     reader: str | None = None
+    drawn_against: int | None = None
 
 
 PENDING_OPERATIONS = ("remember", "correct", "forget")

@@ -19,6 +19,7 @@ from korely_memory import (
     Identity,
     InvalidRequest,
     MemoryEngine,
+    NotCurrent,
     NotFound,
     Operation,
     PendingFact,
@@ -147,11 +148,11 @@ def test_approving_a_remember_and_a_forget(engine: MemoryEngine, giulia: Identit
     assert [f.key for f in engine.get_facts(giulia)] == ["pet"]
 
 
-def test_a_held_change_whose_key_holds_nothing_any_more(
+def test_a_held_change_whose_key_holds_nothing_any_more_is_refused(
     engine: MemoryEngine, giulia: Identity
 ) -> None:
-    """A correct whose fact was forgotten meanwhile is remembered; a forget of nothing writes
-    nothing and returns None; either way it is no longer held."""
+    """A correct or a forget whose fact was forgotten meanwhile would write over that: refused
+    (``NotCurrent``, none holds), nothing changes, and it stays held until declined."""
     engine.remember(giulia, "home-city", "Giulia lives in Rome")
     engine.remember(giulia, "diet", "Giulia is vegetarian")
     city, diet = hold(
@@ -162,13 +163,64 @@ def test_a_held_change_whose_key_holds_nothing_any_more(
     )
     engine.forget(giulia, "home-city")
     engine.forget(giulia, "diet")
+    before = snapshot(engine)
 
+    for held in (city, diet):
+        with pytest.raises(NotCurrent) as refused:
+            engine.approve(giulia, held.id)
+        assert refused.value.current_fact_id is None
+        assert "decline it" in str(refused.value)
+
+    assert snapshot(engine) == before
+    assert engine.pending(giulia) == [city, diet]
+    engine.decline(giulia, city.id)
+    engine.decline(giulia, diet.id)
+    assert engine.pending(giulia) == [] and engine.get_facts(giulia) == []
+
+
+def test_approving_after_someone_else_wrote_the_key_is_refused(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    """Rome is held for Giulia's approval; the CRM then writes Naples: approving Rome would
+    replace Naples silently. A held forget of a fact restated since would end the new one."""
+    engine.remember(giulia, "diet", "Giulia is vegetarian")
+    rome, diet = hold(
+        engine,
+        giulia,
+        Operation("record", "home-city", "Giulia lives in Rome"),
+        Operation("end", "diet"),
+    )
+    assert (rome.drawn_against, diet.drawn_against) == (None, engine.get_facts(giulia)[0].id)
+    naples = engine.remember(giulia, "home-city", "Giulia lives in Naples")  # the CRM
+    engine.forget(giulia, "diet")
+    restated = engine.remember(giulia, "diet", "Giulia is vegetarian")
+    before = snapshot(engine)
+
+    with pytest.raises(NotCurrent) as refused:
+        engine.approve(giulia, rome.id)
+    assert refused.value.current_fact_id == naples.id
+    with pytest.raises(NotCurrent) as refused:
+        engine.approve(giulia, diet.id)
+    assert refused.value.current_fact_id == restated.id
+
+    assert snapshot(engine) == before
+    assert sorted(f.content for f in engine.get_facts(giulia)) == [
+        "Giulia is vegetarian",
+        "Giulia lives in Naples",
+    ]
+    assert engine.pending(giulia) == [rome, diet]
+
+
+def test_a_held_change_still_drawn_against_what_holds_is_written(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    """Another key written meanwhile, or the same fact read, changes nothing: it is written."""
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    (city,) = hold(engine, giulia, Operation("replace", "home-city", "Giulia lives in Milan"))
+    engine.remember(giulia, "pet", "Giulia has a cat")
+    engine.get_context(giulia, "Where?", reader="bot")
     written = engine.approve(giulia, city.id)
     assert written is not None and written.content == "Giulia lives in Milan"
-    assert engine.history(giulia, "home-city")[-1].id == written.id
-    assert engine.approve(giulia, diet.id) is None
-    assert [f.key for f in engine.get_facts(giulia)] == ["home-city"]
-    assert engine.pending(giulia) == []
 
 
 def test_declining_writes_nothing(engine: MemoryEngine, giulia: Identity) -> None:
@@ -196,7 +248,10 @@ def test_the_same_change_is_held_once(engine: MemoryEngine, giulia: Identity) ->
     (dog,) = hold(engine, giulia, Operation("record", "pet", "Giulia has a dog"))
 
     assert first == again == later
-    assert engine.pending(giulia) == [first, dog]
+    assert engine.pending(giulia) == [dog]  # a newer change to the key supersedes the older
+    with pytest.raises(NotFound):
+        engine.approve(giulia, first.id)
+    assert engine.get_facts(giulia) == []
 
 
 def test_what_is_the_accounts_is_proposed_as_without_holding(
@@ -440,6 +495,42 @@ def test_an_export_holds_them_and_an_import_holds_them_again(
         held.captured_at,
     )
     assert engine.approve(giulia, again.id) is not None
+
+
+def test_an_import_draws_a_held_change_against_the_version_imported(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    """Imported versions get new ids: a held change is drawn against the new id of its
+    version. An export made before held changes named their version draws each against the
+    version its key holds."""
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    (city,) = hold(engine, giulia, Operation("replace", "home-city", "Giulia lives in Milan"))
+    data = json.loads(json.dumps(engine.export_user("acme", "giulia").to_dict()))
+    assert data["pending"][0]["drawn_against"] == city.drawn_against is not None
+    for legacy in (False, True):
+        engine.erase_user("acme", "giulia")
+        if legacy:
+            del data["pending"][0]["drawn_against"]
+        engine.import_user(data)
+        (again,) = engine.pending(giulia)
+        (rome,) = engine.get_facts(giulia)
+        assert again.drawn_against == rome.id != city.drawn_against
+    written = engine.approve(giulia, again.id)
+    assert written is not None and written.content == "Giulia lives in Milan"
+
+
+def test_an_import_refuses_a_held_change_drawn_against_no_version_of_theirs(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    hold(engine, giulia, Operation("replace", "home-city", "Giulia lives in Milan"))
+    data = json.loads(json.dumps(engine.export_user("acme", "giulia").to_dict()))
+    engine.erase_user("acme", "giulia")
+    data["pending"][0]["drawn_against"] = 10**6
+    with pytest.raises(InvalidRequest) as refused:
+        engine.import_user(data)
+    assert refused.value.field == "pending[0].drawn_against"
+    assert engine.pending(giulia) == []
 
 
 def test_an_export_made_before_held_changes_existed_imports(

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import command
 from sqlalchemy.engine import Connection, Engine
 
-from korely_memory import Identity, MemoryEngine, Scope
+from korely_memory import Identity, MemoryEngine, Operation, Scope
 from korely_memory._database import create, resolve_url
 from korely_memory._migrations import (
     HEAD,
@@ -189,6 +189,7 @@ def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
             ("add_index", "ix_korely_pending_owner_only"),
             ("add_table", "korely_pending"),
         ],
+        "0010": [("add_column", "drawn_against")],
     }
     assert sorted(adds) == list(REVISIONS[1:])
     for at, revision in enumerate(REVISIONS[:-1]):
@@ -202,6 +203,8 @@ def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
             replies = "fk_korely_memories_replies_to_korely_memories"
             expected.remove(("add_fk", replies))
             expected.remove(("remove_fk", replies))
+        if revision < "0009":  # the table 0010 adds a column to is not there yet: 0009 adds it
+            expected.remove(("add_column", "drawn_against"))
         assert found == sorted(expected), revision
 
 
@@ -373,6 +376,28 @@ def test_revision_0008_keeps_each_vector_under_the_accounts_that_hold_its_text(
 
 
 VECTORS = "SELECT account, text_hash FROM korely_vectors"
+
+
+def test_revision_0010_draws_each_held_change_against_what_its_key_holds(
+    db_url: str, db: Engine, giulia: Identity
+) -> None:
+    """A change held before 0010 is drawn against the person's true version under its key (a
+    ``remember``: against nothing), as a capture now draws it."""
+    drawn = [
+        Operation("replace", "home-city", "Giulia lives in Milan"),
+        Operation("record", "pet", "Giulia has a cat"),
+    ]
+    with MemoryEngine(db_url) as engine:
+        rome = engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        engine.remember(MARCO, "home-city", "Marco lives in Turin")
+        excerpt = [("user", "I moved to Milan and have a cat.")]
+        engine.capture(giulia, excerpt, extractor=lambda m, f: drawn, hold_for_owner=True)
+        captured = {p.key: p.drawn_against for p in engine.pending(giulia)}
+    assert captured == {"home-city": rome.id, "pet": None}
+    with schema_transaction(db) as conn:
+        command.downgrade(_alembic.config(conn), "0009")
+    with MemoryEngine(db_url, auto_upgrade=True) as engine:
+        assert {p.key: p.drawn_against for p in engine.pending(giulia)} == captured
 
 
 def test_an_older_database_is_upgraded_at_start_on_sqlite_only_by_default(

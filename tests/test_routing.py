@@ -115,13 +115,15 @@ def held_for_approval(engine: MemoryEngine) -> None:
         Operation("replace", "home-city", "Giulia lives in Turin"),
         Operation("record", "pet", "Giulia has a dog"),
         Operation("record", "pet", "Giulia has a dog"),  # held once
-        Operation("end", "home-city"),
     ]
     engine.capture(GIULIA, said, extractor=lambda m, f: changes, hold_for_owner=True, reader="bot")
-    city, pet, ended = engine.pending(GIULIA)
+    city, pet = engine.pending(GIULIA)
     engine.approve(GIULIA, city.id, reader="app")
-    engine.approve(GIULIA, ended.id, reader="app")
     engine.decline(GIULIA, pet.id)
+    ending = [Operation("end", "home-city")]
+    engine.capture(GIULIA, said, extractor=lambda m, f: ending, hold_for_owner=True, reader="bot")
+    (ended,) = engine.pending(GIULIA)
+    engine.approve(GIULIA, ended.id, reader="app")
     engine.capture(
         GIULIA,
         [("user", "I have a cat.")],

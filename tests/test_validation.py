@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 import korely_memory
 from korely_memory import (
+    AlreadyDecided,
     Identity,
     InvalidRequest,
     KorelyError,
@@ -194,6 +195,19 @@ def provoke_not_current(url: str, giulia: Identity) -> NotCurrent:
     return raised.value
 
 
+def provoke_already_decided(url: str, giulia: Identity) -> AlreadyDecided:
+    with MemoryEngine(url) as engine:
+        engine.grant_admin("acme", "anna")
+        proposal = engine.remember(giulia, "hours", "Acme opens at nine", scope="account")
+        anna = replace(giulia, user="anna")
+        engine.confirm(anna, proposal.id)
+        with pytest.raises(AlreadyDecided) as raised:
+            engine.confirm(anna, proposal.id)
+    assert (raised.value.fact_id, raised.value.decision) == (proposal.id, "confirmed")
+    assert f"fact {proposal.id} was confirmed by anna" in str(raised.value)
+    return raised.value
+
+
 def provoke_limit_exceeded(url: str, giulia: Identity) -> LimitExceeded:
     with MemoryEngine(url) as engine:
         engine.remember(giulia, "home-city", "Giulia lives in Rome", max_facts=1)
@@ -221,6 +235,7 @@ PROVOKE: dict[type[KorelyError], Callable[[str, Identity], KorelyError]] = {
     NotFound: provoke_not_found,
     PermissionDenied: provoke_permission_denied,
     NotCurrent: provoke_not_current,
+    AlreadyDecided: provoke_already_decided,
     LimitExceeded: provoke_limit_exceeded,
     SchemaVersionError: provoke_schema_version_error,
 }

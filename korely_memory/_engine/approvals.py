@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 
 from .. import _expiry, _pending, _validation, _versions, _writes
-from .._errors import NotFound
+from .._errors import NotCurrent, NotFound
 from .._identity import Identity
 from .._types import Fact, PendingFact
 from .core import EngineCore
@@ -35,10 +35,12 @@ class ApprovalMethods(EngineCore):
         In one transaction: the change is taken off the list and written as
         ``remember``, ``correct`` or ``forget`` write it (a replaced version is
         kept in history, ended as ``stated``, ``corrected`` or ``forgotten``, and
-        the readers handed it are told once). A ``correct`` whose key holds no
-        true fact of the identity's own any more is recorded as a ``remember``; a
-        ``forget`` whose key holds none writes nothing. Of two approvals of the
-        same change at once, one writes it and the other raises ``NotFound``.
+        the readers handed it are told once). It is written only while the key
+        holds the version it was drawn against (``drawn_against``; none, for a
+        ``remember``): once someone wrote the key since, or the fact ended,
+        approving it raises ``NotCurrent`` and changes nothing (decline it). Of two
+        approvals of the same change at once, one writes it and the other raises
+        ``NotFound``.
 
         Args:
             who: Whose: (account, user, agent), the identity it was captured for.
@@ -53,6 +55,8 @@ class ApprovalMethods(EngineCore):
         Raises:
             InvalidRequest: An argument breaks a rule; ``field`` names it.
             NotFound: ``who`` holds no change with this id.
+            NotCurrent: The key no longer holds the version the change was drawn
+                against; ``current_fact_id`` names the one that holds, if any.
         """
         who = _validation.identity(who)
         pid = _validation.count("pending_id", pending_id)
@@ -96,20 +100,28 @@ class ApprovalMethods(EngineCore):
     def _approved(
         self, conn: Connection, who: Identity, held: PendingFact, reader: str | None
     ) -> Fact | None:
-        """Write ``held`` through the path of its operation, as the person's own statement."""
+        """Write ``held`` through the path of its operation, as the person's own statement, if
+        the key still holds the version it was drawn against."""
         w = self._writer
-        if held.operation != "remember":
-            _versions.lock_key(conn, who, held.key)
-            own = _versions.own_current(conn, who, held.key)
-            holds = own is not None and _expiry.holds(own, w.now(conn))
-            if held.operation == "forget":
-                if not holds:
-                    return None
-                return _writes.end(conn, w, who, held.key, reader=reader, rights=False)
-            if holds:
-                assert held.content is not None
-                return _writes.correct(
-                    conn, w, who, held.key, held.content, reader=reader, rights=False
-                )
+        _versions.lock_key(conn, who, held.key)
+        own = _versions.own_current(conn, who, held.key)
+        holds = own if own is not None and _expiry.holds(own, w.now(conn)) else None
+        if (holds.id if holds is not None else None) != held.drawn_against:
+            now = f"version {holds.id} holds now" if holds is not None else "none holds now"
+            raise NotCurrent(
+                f"pending fact {held.id} was drawn against "
+                + (f"version {held.drawn_against}" if held.drawn_against else "no fact")
+                + f" of {held.key!r}, and {now}: approving it would overwrite what was "
+                "written since; decline it",
+                holds.id if holds is not None else None,
+            )
+        if held.operation == "forget":
+            if holds is None:
+                return None
+            return _writes.end(conn, w, who, held.key, reader=reader, rights=False)
         assert held.content is not None
+        if holds is not None:
+            return _writes.correct(
+                conn, w, who, held.key, held.content, reader=reader, rights=False
+            )
         return _writes.record(conn, w, who, held.key, held.content, reader=reader)

@@ -26,7 +26,7 @@ from .._errors import SchemaVersionError as SchemaVersionError  # raised here, d
 from .._schema import Base
 
 VERSION_TABLE = "korely_alembic_version"
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
 """Every revision, oldest first (``versions/``; a test holds the two to each other)."""
 HEAD = REVISIONS[-1]
 EMPTY = "empty"

@@ -158,6 +158,11 @@ class PendingOut(BaseModel):
     agent: str
     captured_at: dt.datetime
     reader: str | None
+    drawn_against: int | None = Field(
+        description="The version of the fact it was drawn against (null: the key held none). "
+        "Approving it once another version holds, or none does, is refused: 409 "
+        "fact_not_current, with the Location of the one that holds."
+    )
 
 
 class PendingListOut(BaseModel):
@@ -263,6 +268,7 @@ def pending(value: PendingFact) -> PendingOut:
         agent=value.agent,
         captured_at=value.captured_at,
         reader=value.reader,
+        drawn_against=value.drawn_against,
     )
 
 

@@ -373,6 +373,8 @@ def person(request: Request, user: str, agent: str | None = None) -> Response:
     versions = engine.get_facts(who, include_invalidated=True)
     export = engine.export_user(who.account, who.user)
     held = [p for p in export.pending if p.agent == who.agent]  # the export's, oldest first
+    # The version each key of theirs holds now: a held change drawn against another is refused.
+    holding = {f.key: f.id for f in versions if f.is_current and f.owner == who.user}
     agents = sorted({f.agent for f in (*export.facts, *export.proposals)} | {who.agent})
     keys = histories(versions, export.marks, export.exported_at)
     return _page(
@@ -383,6 +385,7 @@ def person(request: Request, user: str, agent: str | None = None) -> Response:
         shared=[k for k in keys if not k.concerns(who.user)],
         width=WIDTH,
         held=held,
+        holding=holding,
         export=export,
         agents=agents,
     )

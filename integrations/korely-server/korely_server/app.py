@@ -112,7 +112,10 @@ def create_app(
             401: {"model": _models.ErrorOut, "description": "No token, or a bad one"},
             403: {"model": _models.ErrorOut, "description": "The token may not do this"},
             404: {"model": _models.ErrorOut, "description": "No such fact, memory or route"},
-            409: {"model": _models.ErrorOut, "description": "The fact has ended, or was reviewed"},
+            409: {
+                "model": _models.ErrorOut,
+                "description": "The fact has ended or was written since, or was reviewed",
+            },
             422: {"model": _models.ErrorOut, "description": "An argument breaks a rule"},
             503: {"model": _models.ErrorOut, "description": "The database is not answering"},
         },

@@ -203,6 +203,20 @@ def test_a_persons_page_shows_each_keys_history_and_who_was_handed_it(
         assert "correct home-city Giulia lives in Turin" in words(held.group(0))
         assert "approve" not in held.group(0).lower()  # the person's own act, not the page's
         assert "1 held for approval" in said
+        assert f"#{story['milan']['id']}" in words(held.group(0))
+        assert "written since" not in held.group(0)
+        # Someone writes the key meanwhile: the held change would overwrite it, and says so.
+        with server.client("backend") as backend:
+            later = {"content": "Giulia lives in Genoa"}
+            genoa = ok(
+                backend.patch(
+                    f"/v1/facts/{story['milan']['id']}", params={"user_id": "giulia"}, json=later
+                )
+            )
+        again = browser.get("/admin/people/giulia")
+        held = re.search(r'<table class="pending">.*?</table>', again.text, flags=re.S)
+        assert held is not None
+        assert f"written since (#{genoa['id']} holds now)" in words(held.group(0))
 
         # A person is looked up by name, and names follow the engine's rule.
         found = browser.get("/admin/people", params={"user": "giulia"})

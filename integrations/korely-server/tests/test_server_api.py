@@ -476,6 +476,38 @@ def test_mcp_is_served_beside_the_api_with_the_same_tokens(db_url: str, tmp_path
         assert refused.status_code == 401
 
 
+def test_approving_after_the_key_was_written_since_is_a_409(db_url: str, tmp_path: Path) -> None:
+    """Rome is held for Giulia's approval; the CRM then writes Naples. Approving Rome would
+    overwrite Naples: 409 ``fact_not_current`` naming Naples, and Rome stays held."""
+    from korely_memory import Operation
+
+    def extractor(messages: Any, known: Any) -> list[Operation]:
+        return [Operation("record", "home-city", "Giulia lives in Rome")]
+
+    with contextlib.closing(MemoryEngine(db_url)) as engine:
+        said = [("user", "I live in Rome")]
+        engine.capture(GIULIA, said, extractor=extractor, hold_for_owner=True)
+    with (
+        running(db_url, tmp_path) as server,
+        server.client("giulia") as giulia,
+        server.client("backend") as backend,
+    ):
+        (held,) = ok(giulia.get("/v1/approvals"))["pending"]
+        assert held["drawn_against"] is None  # the key held nothing when it was captured
+        naples = {"key": "home-city", "content": "Giulia lives in Naples"}
+        written = ok(backend.post("/v1/facts", params={"user_id": "giulia"}, json=naples), 201)
+
+        refused = giulia.post(f"/v1/approvals/{held['id']}/approve")
+
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "fact_not_current"
+        assert refused.headers["Location"] == f"/v1/facts/{written['id']}"
+        assert ok(giulia.get("/v1/approvals"))["pending"] == [held]
+        text = ok(backend.get("/v1/context", params={"user_id": "giulia"}))["text"]
+        assert "Giulia lives in Naples" in text and "Rome" not in text
+        assert ok(giulia.post(f"/v1/approvals/{held['id']}/decline"))["key"] == "home-city"
+
+
 def test_captured_facts_wait_for_the_persons_approval(db_url: str, tmp_path: Path) -> None:
     from korely_memory import Operation
 

@@ -22,7 +22,7 @@ from llama_index.core.chat_engine import (
     SimpleChatEngine,
 )
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine
+from korely_memory import Identity, InvalidRequest, MemoryEngine, NotCurrent
 from llama_index.memory.korely import CaptureStats, KorelyMemory, korely_extractor, korely_tools
 from llama_index.memory.korely._capturing import Said
 
@@ -122,6 +122,40 @@ async def test_with_hold_for_owner_a_captured_fact_waits_for_the_persons_approva
     await chat.achat("Where do I live?")
     assert "- home-city: Giulia lives in Rome" in Script.text(llm.received[1])
     assert engine.pending(giulia) == []
+
+
+async def test_a_held_capture_is_not_approved_over_what_was_written_since(
+    engine: MemoryEngine, giulia: Identity, memories: Any
+) -> None:
+    """An agent captures "Rome", held for Giulia; the CRM then writes Naples. Approving the old
+    hold is refused, and the agent's next turns see Naples. Two captures under one key: the
+    newer supersedes the older."""
+    first = memories(giulia, operations(ROME), capture_inline=True, hold_for_owner=True)
+    agent = FunctionAgent(llm=Script.llm(Script.say("Noted.")), tools=[])
+    await agent.run(user_msg="I live in Rome.", memory=first)
+    (rome,) = engine.pending(giulia)
+    naples = engine.remember(giulia, "home-city", "Giulia lives in Naples")  # the CRM
+
+    with pytest.raises(NotCurrent) as refused:
+        engine.approve(giulia, rome.id, reader="support-bot")
+    assert refused.value.current_fact_id == naples.id
+    assert [f.content for f in engine.get_facts(giulia)] == ["Giulia lives in Naples"]
+
+    milan = {"action": "replace", "key": "home-city", "content": "Giulia lives in Milan"}
+    turin = {"action": "replace", "key": "home-city", "content": "Giulia lives in Turin"}
+    later = memories(
+        giulia, operations(milan), operations(turin), capture_inline=True, hold_for_owner=True
+    )
+    llm = Script.llm(Script.say("Noted."), Script.say("Noted again."), Script.say("In Naples."))
+    agent = FunctionAgent(llm=llm, tools=[])
+    await agent.run(user_msg="I moved to Milan.", memory=later)
+    await agent.run(user_msg="No, to Turin.", memory=later)
+    (turin_held,) = engine.pending(giulia)  # Rome's and Milan's were superseded
+    assert (turin_held.content, turin_held.drawn_against) == ("Giulia lives in Turin", naples.id)
+    await agent.run(user_msg="Where do I live?", memory=later)
+    assert "- home-city: Giulia lives in Naples" in Script.text(llm.received[-1])
+    written = engine.approve(giulia, turin_held.id, reader="support-bot")
+    assert written is not None and written.content == "Giulia lives in Turin"
 
 
 async def test_a_correction_is_captured_as_a_replacement_and_told_once_to_other_readers(
