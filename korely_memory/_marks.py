@@ -55,48 +55,63 @@ class Hold:
 # -- reading marks (in the read's snapshot, no locks) ----------------------------------
 
 
-_PENDING = (
-    sa.select(facts)
-    .join(marks, sa.and_(marks.c.fact_id == facts.c.id, marks.c.account == facts.c.account))
-    .where(
-        facts.c.account == sa.bindparam("account"),
-        marks.c.account == sa.bindparam("account"),
-        marks.c.reader == sa.bindparam("reader"),
-        marks.c.subject.in_(sa.bindparam("subjects", expanding=True)),
-        # As in the partial index ix_korely_marks_pending.
-        sa.text("korely_marks.ended_at IS NOT NULL AND korely_marks.told_at IS NULL"),
-        # A fact that expires is marked with its end when handed over: pending once it comes.
-        marks.c.ended_at <= sa.bindparam("now"),
-        sa.or_(
-            marks.c.held_until.is_(None),
-            marks.c.held_until <= sa.bindparam("now"),
-            marks.c.hold_token == sa.bindparam("renewing"),
-        ),
+def _pending_statement(*, keyed: bool) -> sa.Select[Any]:
+    statement = (
+        sa.select(facts)
+        .join(marks, sa.and_(marks.c.fact_id == facts.c.id, marks.c.account == facts.c.account))
+        .where(
+            facts.c.account == sa.bindparam("account"),
+            marks.c.account == sa.bindparam("account"),
+            marks.c.reader == sa.bindparam("reader"),
+            marks.c.subject.in_(sa.bindparam("subjects", expanding=True)),
+            # As in the partial index ix_korely_marks_pending.
+            sa.text("korely_marks.ended_at IS NOT NULL AND korely_marks.told_at IS NULL"),
+            # A fact that expires is marked with its end when handed over: pending once it comes.
+            marks.c.ended_at <= sa.bindparam("now"),
+            sa.or_(
+                marks.c.held_until.is_(None),
+                marks.c.held_until <= sa.bindparam("now"),
+                marks.c.hold_token == sa.bindparam("renewing"),
+            ),
+        )
+        .order_by(marks.c.ended_at.desc(), facts.c.id.desc())
+        .limit(LOOK_AT)
     )
-    .order_by(marks.c.ended_at.desc(), facts.c.id.desc())
-    .limit(LOOK_AT)
-)
+    if keyed:
+        statement = statement.where(facts.c.key.in_(sa.bindparam("keys", expanding=True)))
+    return statement
+
+
+_PENDING = _pending_statement(keyed=False)
+_PENDING_UNDER = _pending_statement(keyed=True)
 
 
 def pending(
-    conn: Connection, who: Identity, reader: str, now: dt.datetime, renewing: str | None = None
+    conn: Connection,
+    who: Identity,
+    reader: str,
+    now: dt.datetime,
+    renewing: str | None = None,
+    *,
+    keys: Sequence[str] | None = None,
 ) -> list[Fact]:
-    """Versions ``reader`` was handed, about this block's user or about no user, that ended since.
+    """Versions ``reader`` was handed, about this block's user or about no user, that ended since
+    (under these ``keys`` only, when given).
 
     Changes another read holds are left out until their hold runs out, except those held
     under ``renewing``, the token of the earlier block a read renews.
     """
     subjects = sorted({who.user or "", ""})
-    rows = conn.execute(
-        _PENDING,
-        {
-            "account": who.account,
-            "reader": reader,
-            "subjects": subjects,
-            "now": now,
-            "renewing": renewing or "",
-        },
-    ).all()
+    params: dict[str, Any] = {
+        "account": who.account,
+        "reader": reader,
+        "subjects": subjects,
+        "now": now,
+        "renewing": renewing or "",
+    }
+    if keys is not None:
+        params["keys"] = sorted(set(keys))
+    rows = conn.execute(_PENDING if keys is None else _PENDING_UNDER, params).all()
     return [_expiry.seen_at(Fact.from_row(r), now) for r in rows]
 
 
@@ -276,18 +291,33 @@ def ended_among(
     conn: Connection, account: str, reader: str, handed: Sequence[Fact], now: dt.datetime
 ) -> tuple[list[int], list[int]]:
     """Of the versions a read has just handed to ``reader``, those that had ended already (its
-    snapshot was older than the write that ended them), and of those, the ones the reader
-    holds a later version of from another read (one statement).
+    snapshot was older than the write that ended them), and of those, the ones this read is the
+    first to hand over while the reader holds a later version from another read.
 
-    Another read, from a newer snapshot, moved the reader past those: their end is no news to
-    it. What has not ended cannot end before the read commits (its marks hold the rows).
+    Another read, from a newer snapshot, moved the reader past those: it never held them before
+    this read's stale block, so their end is no news to it. A version the reader held before
+    (handed by an earlier read) keeps its change to be told, whatever else it was shown since.
+    What has not ended cannot end before the read commits (its marks hold the rows).
     """
     if not handed:
         return [], []
     ids = sorted({f.id for f in handed})
     params = {"account": account, "reader": reader, "ids": ids, "now": now}
     rows = conn.execute(_ENDED, params).all()
-    return sorted(int(r[0]) for r in rows), sorted(int(r[0]) for r in rows if r[1])
+    ended = sorted(int(r[0]) for r in rows)
+    passed = sorted(int(r[0]) for r in rows if r[1])
+    if passed:
+        first = conn.execute(
+            sa.select(marks.c.fact_id).where(
+                marks.c.account == account,
+                marks.c.reader == reader,
+                marks.c.fact_id.in_(passed),
+                marks.c.first_read_at == now,
+            )
+        )
+        mine = {int(r[0]) for r in first}
+        passed = [i for i in passed if i in mine]
+    return ended, passed
 
 
 def claim(

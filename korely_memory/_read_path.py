@@ -413,9 +413,13 @@ def write_marks(
     # holds now are told with it: nothing else would tell them but as the same. ``clock``: the
     # moment of this transaction, after every write its snapshot sees.
     moment = clock(conn) if clock is not None else now
+    keys = [c.now.key for c in work.tells if c.now is not None]
+    if not keys:
+        return claimed
+    at = max(now, moment)
     arrived = [
         f
-        for f in _marks.pending(conn, who, reader, max(now, moment), renewing=renewing)
+        for f in _marks.pending(conn, who, reader, at, renewing=renewing, keys=keys)
         if f.id not in work.seen
     ]
     for change in work.tells:
