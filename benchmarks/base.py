@@ -27,7 +27,7 @@ class Sizes:
     remember: int = 2_000
     told_readers: int = 8
     told_writers: int = 2
-    told_seconds: float = 10.0
+    told_reads: int = 7_000  # reads of each shape of readers: 21,000 in all
     memory_reads: int = 10_000
     memory_warm: int = 1_000
     relevance_facts: tuple[int, ...] = (40, 1_000, 10_000)
@@ -56,7 +56,7 @@ SMOKE = Sizes(
     remember=20,
     told_readers=2,
     told_writers=1,
-    told_seconds=0.5,
+    told_reads=60,
     memory_reads=50,
     memory_warm=10,
     relevance_facts=(40, 200),

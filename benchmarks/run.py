@@ -201,26 +201,36 @@ def writes(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
 
 
 def told(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
-    """Workload 4: readers under one reader name while writers correct what they read."""
-    with dbs.fresh(backend) as url:
-        MemoryEngine(url).close()
-        r = w.told_once(url, sizes.told_readers, sizes.told_writers, sizes.told_seconds)
-    label = (
-        f"told once: {sizes.told_readers} readers, {sizes.told_writers} writers, "
-        f"{sizes.told_seconds:g} s"
-    )
-    table.put(label + ": corrections", backend, str(r.corrections))
-    table.put(
-        label + ": changes told (during / by the final read)", backend, f"{r.told} / {r.told_after}"
-    )
-    table.put(label + ": duplicates", backend, str(r.duplicates))
-    table.put(label + ": lost (untold at the end)", backend, str(r.lost))
-    table.put(label + ": reads (gave way)", backend, f"{r.reads:,} ({r.gave_way})")
-    table.put(
-        label + ": read p50 / p95 (ms)", backend, f"{r.read_p50_ms:.2f} / {r.read_p95_ms:.2f}"
-    )
-    table.figures[("duplicates", backend)] = r.duplicates
-    table.figures[("lost", backend)] = r.lost
+    """Workload 4: readers under one reader name while writers correct what they read: reader
+    processes, threads of one engine, and engines of one process."""
+    duplicates = lost = 0
+    for shape in w.TOLD_SHAPES:
+        with dbs.fresh(backend) as url:
+            MemoryEngine(url).close()
+            r = w.told_once(url, shape, sizes.told_readers, sizes.told_writers, sizes.told_reads)
+        readers = {
+            "processes": f"{sizes.told_readers} processes",
+            "threads": f"{sizes.told_readers} threads of one engine",
+            "engines": f"{sizes.told_readers} threads on "
+            f"{w.engines_of(shape, sizes.told_readers)} engines of one process",
+        }[shape]
+        label = f"told once: {readers}, {sizes.told_writers} writers"
+        table.put(label + ": corrections", backend, str(r.corrections))
+        table.put(
+            label + ": changes told (during / by the final read)",
+            backend,
+            f"{r.told} / {r.told_after}",
+        )
+        table.put(label + ": duplicates", backend, str(r.duplicates))
+        table.put(label + ": lost (untold at the end)", backend, str(r.lost))
+        table.put(label + ": reads (gave way)", backend, f"{r.reads:,} ({r.gave_way})")
+        table.put(
+            label + ": read p50 / p95 (ms)", backend, f"{r.read_p50_ms:.2f} / {r.read_p95_ms:.2f}"
+        )
+        duplicates += r.duplicates
+        lost += r.lost
+    table.figures[("duplicates", backend)] = duplicates
+    table.figures[("lost", backend)] = lost
 
 
 def memory(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:

@@ -11,6 +11,7 @@ import gc
 import multiprocessing
 import resource
 import statistics
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -111,39 +112,57 @@ def remember_rates(url: str, processes: int, n: int) -> list[float]:
 
 # -- told once under load ---------------------------------------------------------
 
+# The shapes the readers take: processes each with an engine, threads of one engine, and
+# engines of one process with threads each (a server, an agent serving many conversations).
+TOLD_SHAPES = ("processes", "threads", "engines")
+ENGINES = 4  # engines of the "engines" shape (at most one a reader); its readers spread over them
 
-def reader_worker(url: str, stop: Any, ready: Any) -> tuple[list[int], list[float], int]:
-    """Read under one reader name until told to stop: what it was told, each read's time,
-    give-ways."""
-    told: list[int] = []
+
+def engines_of(shape: str, readers: int) -> int:
+    """How many engines of this process the readers of ``shape`` read through (0: none)."""
+    return {"processes": 0, "threads": 1, "engines": min(ENGINES, readers)}[shape]
+
+
+def read_told(
+    engine: MemoryEngine, stop: Any, count: Any
+) -> tuple[list[tuple[int, int | None]], list[float], int]:
+    """Read under one reader name until told to stop: the changes told (was, now), each read's
+    time, give-ways. ``count`` (a shared integer) counts the reads."""
+    told: list[tuple[int, int | None]] = []
     times: list[float] = []
     gave_way = 0
     who = person()
-    with MemoryEngine(url) as engine:
-        engine.get_context(who, QUERY, reader=READER)
-        ready.wait()
-        while not stop.is_set():
-            t = time.perf_counter_ns()
-            block = engine.get_context(who, QUERY, reader=READER)
-            times.append((time.perf_counter_ns() - t) / 1e6)
-            told.extend(c.was.id for c in block.changed)
-            gave_way += block.changed_more is None
+    while not stop.is_set():
+        t = time.perf_counter_ns()
+        block = engine.get_context(who, QUERY, reader=READER)
+        times.append((time.perf_counter_ns() - t) / 1e6)
+        told += [(c.was.id, None if c.now is None else c.now.id) for c in block.changed]
+        gave_way += block.changed_more is None
+        with count.get_lock():
+            count.value += 1
     return told, times, gave_way
 
 
-def writer_worker(url: str, index: int, keys: list[str], seconds: float, ready: Any) -> int:
-    """Correct this writer's keys in turn for ``seconds``; returns how many corrections it made."""
+def reader_worker(url: str, stop: Any, ready: Any, count: Any, out: Any) -> None:
+    """A reader process: one engine, ``read_told`` until stopped; its results go to ``out``."""
+    with MemoryEngine(url) as engine:
+        engine.get_context(person(), QUERY, reader=READER)
+        ready.wait()
+        out.put(read_told(engine, stop, count))
+
+
+def writer_worker(url: str, index: int, keys: list[str], stop: Any, ready: Any, out: Any) -> None:
+    """Correct this writer's keys in turn until told to stop; puts how many it made."""
     made = 0
     who = person()
     with MemoryEngine(url) as engine:
         ready.wait()
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while not stop.is_set():
             key = keys[made % len(keys)]
             engine.correct(who, key, f"Correction {made} by writer {index} of {key}")
             made += 1
             time.sleep(0.005)
-    return made
+    out.put(made)
 
 
 @dataclass
@@ -159,33 +178,90 @@ class ToldOnce:
     read_p95_ms: float
 
 
-def told_once(url: str, readers: int, writers: int, seconds: float, facts: int = 40) -> ToldOnce:
-    """``readers`` processes read under one reader name while ``writers`` correct the facts they
-    read."""
+def repeats(told: list[tuple[int, int | None]]) -> int:
+    """How many tellings repeat an earlier one: an ended version told again, or a version told
+    again as what holds now."""
+    ends: set[int] = set()
+    nows: set[int] = set()
+    n = 0
+    for was, now in told:
+        n += was in ends or (now is not None and now in nows)
+        ends.add(was)
+        if now is not None:
+            nows.add(now)
+    return n
+
+
+def told_once(
+    url: str,
+    shape: str,
+    readers: int,
+    writers: int,
+    reads: int,
+    cap_seconds: float = 300.0,
+    facts: int = 40,
+) -> ToldOnce:
+    """``readers`` (processes, threads of one engine, or threads spread over ``ENGINES`` engines of
+    this process, by ``shape``) read under one reader name while ``writers`` processes correct
+    the facts they read, until the readers have read ``reads`` times (or ``cap_seconds``)."""
     who = person()
     with MemoryEngine(url) as engine:
         for f in items(facts):
             engine.remember(who, f.key, f.content)
         keys = [f.key for f in items(facts)]
-    with SPAWN.Manager() as manager:
-        stop, ready = manager.Event(), manager.Barrier(readers + writers)
-        with SPAWN.Pool(readers + writers) as pool:
-            reading = [pool.apply_async(reader_worker, (url, stop, ready)) for _ in range(readers)]
-            writing = [
-                pool.apply_async(writer_worker, (url, w, keys[w::writers], seconds, ready))
-                for w in range(writers)
-            ]
-            made = sum(w.get() for w in writing)
-            time.sleep(0.2)
-            stop.set()
-            results = [r.get() for r in reading]
-    told = [i for r in results for i in r[0]]
+    count = SPAWN.Value("q", 0)
+    stop, out = SPAWN.Event(), SPAWN.Queue()
+    in_process = shape != "processes"
+    ready = SPAWN.Barrier(writers + (1 if in_process else readers))
+    procs = [
+        SPAWN.Process(target=writer_worker, args=(url, w, keys[w::writers], stop, ready, out))
+        for w in range(writers)
+    ]
+    if not in_process:
+        procs += [
+            SPAWN.Process(target=reader_worker, args=(url, stop, ready, count, out))
+            for _ in range(readers)
+        ]
+    for p in procs:
+        p.start()
+    engines = [MemoryEngine(url) for _ in range(engines_of(shape, readers))]
+    results: list[Any] = []
+
+    def read(engine: MemoryEngine) -> None:
+        results.append(read_told(engine, stop, count))
+
+    threads = [
+        threading.Thread(target=read, args=(engines[i % len(engines)],))
+        for i in range(readers if in_process else 0)
+    ]
+    try:
+        for e in engines:
+            e.get_context(who, QUERY, reader=READER)
+        if in_process:
+            ready.wait()
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + cap_seconds
+        while count.value < reads and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        for e in engines:
+            e.close()
+    gathered = [out.get() for _ in range(len(procs))]
+    for p in procs:
+        p.join()
+    made = sum(g for g in gathered if isinstance(g, int))
+    results += [g for g in gathered if not isinstance(g, int)]
+    told = [t for r in results for t in r[0]]
     times = [t for r in results for t in r[1]]
     with MemoryEngine(url) as engine:
-        after: list[int] = []
+        after: list[tuple[int, int | None]] = []
         while True:  # what a read gave way on waits for the next read
             block = engine.get_context(who, QUERY, reader=READER, token_budget=4000, changes="all")
-            after += [c.was.id for c in block.changed]
+            after += [(c.was.id, None if c.now is None else c.now.id) for c in block.changed]
             if not block.changed and not block.changed_more:
                 break
         with engine.db.connect() as conn:
@@ -198,12 +274,11 @@ def told_once(url: str, readers: int, writers: int, seconds: float, facts: int =
                     marks.c.told_at.is_(None),
                 )
             ).scalar_one()
-    everything = told + after
     return ToldOnce(
         corrections=made,
         told=len(told),
         told_after=len(after),
-        duplicates=len(everything) - len(set(everything)),
+        duplicates=repeats(told + after),
         lost=lost,
         reads=len(times),
         gave_way=sum(r[2] for r in results),
