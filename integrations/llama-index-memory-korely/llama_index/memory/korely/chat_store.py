@@ -10,6 +10,7 @@ sessions were the person's, and erases them here.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from llama_index.core.async_utils import asyncio_run
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
@@ -17,7 +18,7 @@ from llama_index.core.storage.chat_store.sql import (
     DEFAULT_ASYNC_DATABASE_URI,
     SQLAlchemyChatStore,
 )
-from sqlalchemy import MetaData, Table
+from sqlalchemy import MetaData, Table, event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -68,8 +69,9 @@ class SharedChatStore(SQLAlchemyChatStore):
     Each ``Memory`` made by ``Memory.from_defaults`` makes a store of its own, which creates its
     table at its first use: forty memories started together on one SQLite file race to create it
     (``table llama_index_memory already exists``), and on SQLite wait five seconds at most for
-    each other's writes (``database is locked``). This store takes a table another store (or
-    process) created meanwhile as created, and its SQLite connections wait ``SQLITE_WAIT``.
+    each other's writes, or fail at once when two that read then write deadlock (``database is
+    locked``). This store takes a table another store (or process) created meanwhile as created,
+    and on a SQLite file begins each transaction as a writer and waits ``SQLITE_WAIT``.
     Every store of ``KorelyMemory.from_defaults`` is one, unless ``chat_store`` is given.
     """
 
@@ -83,6 +85,7 @@ class SharedChatStore(SQLAlchemyChatStore):
         uri = async_database_uri or DEFAULT_ASYNC_DATABASE_URI
         if async_engine is None and uri.startswith("sqlite") and not self._is_in_memory_uri(uri):
             async_engine = create_async_engine(uri, connect_args={"timeout": SQLITE_WAIT})
+            _writers_take_turns(async_engine)
         super().__init__(
             table_name=table_name,
             async_database_uri=uri,
@@ -99,3 +102,17 @@ class SharedChatStore(SQLAlchemyChatStore):
             # again, and is raised.
             self._metadata = MetaData()
             return await super()._setup_tables(async_engine)
+
+
+def _writers_take_turns(async_engine: AsyncEngine) -> None:
+    """Each transaction on the SQLite file starts as a writer (``BEGIN IMMEDIATE``), so that it
+    waits its turn instead of failing: two transactions that read and then write would otherwise
+    deadlock, and SQLite fails one at once, without waiting."""
+
+    @event.listens_for(async_engine.sync_engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # the transactions are begun below
+
+    @event.listens_for(async_engine.sync_engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
