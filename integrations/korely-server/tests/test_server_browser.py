@@ -10,7 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import (
+    StaleElementReferenceException,
+    TimeoutException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
@@ -28,26 +32,63 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
         yield driver
 
 
+def replaced(error: WebDriverException) -> bool:
+    """Whether ``error`` says the element's page was replaced under it (Chromium reports a
+    node of the old document either as stale or as "does not belong to the document")."""
+    return isinstance(error, StaleElementReferenceException) or (
+        "does not belong to the document" in (error.msg or "")
+    )
+
+
 def shown(browser: WebDriver, css: str, text: str = "") -> WebElement:
     """The element ``css`` names once the page shows it (holding ``text``)."""
 
     def found(driver: WebDriver) -> WebElement | None:
-        for element in driver.find_elements(By.CSS_SELECTOR, css):
-            if text in element.text:
-                return element
+        try:
+            for element in driver.find_elements(By.CSS_SELECTOR, css):
+                if text in element.text:
+                    return element
+        except WebDriverException as error:
+            if not replaced(error):
+                raise
         return None
 
-    # A page being replaced leaves stale elements: look again. Long enough for a machine whose
-    # two cores run the rest of the suite too; a page that never shows it says what it shows.
-    wait = WebDriverWait(browser, 40, ignored_exceptions=[StaleElementReferenceException])
+    # A page being replaced leaves elements of the old one: look again. Long enough for a
+    # machine whose two cores run the rest of the suite too; a page that never shows it says
+    # what it shows.
     try:
-        element: WebElement = wait.until(found)
+        element: WebElement = WebDriverWait(browser, 40).until(found)
     except TimeoutException:
         page = browser.find_element(By.TAG_NAME, "body").text[:1500]
         raise AssertionError(
             f"no {css} with {text!r} at {browser.current_url} ({browser.title!r}):\n{page}"
         ) from None
     return element
+
+
+def press(browser: WebDriver, css: str, text: str = "") -> None:
+    """Click the element ``css`` names once shown; found again if its page was replaced
+    between finding and clicking (a click that raised did not happen)."""
+    for _ in range(5):
+        try:
+            shown(browser, css, text).click()
+            return
+        except WebDriverException as error:
+            if not replaced(error):
+                raise
+    raise AssertionError(f"{css} with {text!r} was replaced on every try")
+
+
+def type_into(browser: WebDriver, css: str, keys: str) -> None:
+    """Type ``keys`` into the field ``css`` names, found again if its page was replaced."""
+    for _ in range(5):
+        try:
+            shown(browser, css).send_keys(keys)
+            return
+        except WebDriverException as error:
+            if not replaced(error):
+                raise
+    raise AssertionError(f"{css} was replaced on every try")
 
 
 def downloaded(folder: Path, name: str) -> Path:
@@ -79,30 +120,30 @@ def test_an_administrator_reviews_exports_and_erases_in_the_browser(
         # Sign in: the page sends the browser to the form, then back to the queue.
         browser.get(server.url + "/admin")
         shown(browser, "h1", "Sign in").is_displayed()
-        browser.find_element(By.ID, "token").send_keys(ADMIN_TOKEN)
-        shown(browser, "form[action='/admin/sign-in'] button").click()
+        type_into(browser, "#token", ADMIN_TOKEN)
+        press(browser, "form[action='/admin/sign-in'] button")
         shown(browser, "h1", "Review queue")
         assert browser.current_url == server.url + "/admin"
 
         # Confirm one proposal: Marco's block shows it. Reject the other: it shows nowhere.
-        shown(browser, f"#proposal-{wifi['id']} button[value=confirm]").click()
+        press(browser, f"#proposal-{wifi['id']} button[value=confirm]")
         shown(browser, ".notice", "Confirmed 'office-wifi'")
         assert WIFI["content"] in ok(marco.get("/v1/context"))["text"]
-        shown(browser, f"#proposal-{hours['id']} button[value=reject]").click()
+        press(browser, f"#proposal-{hours['id']} button[value=reject]")
         shown(browser, ".notice", "Rejected 'office-hours'")
         shown(browser, ".empty", "No proposal is waiting.")
         assert HOURS["content"] not in ok(marco.get("/v1/context"))["text"]
 
         # Giulia's page, looked up by name.
-        shown(browser, "#lookup-user").send_keys("giulia")
-        shown(browser, "form.lookup button").click()
+        type_into(browser, "#lookup-user", "giulia")
+        press(browser, "form.lookup button")
         shown(browser, "h1", "giulia")
         assert shown(browser, "#key-home-city .now").text == HOME["content"]
         assert "Giulia prefers Italian" in shown(browser, "#key-language").text
 
         # Export: a confirmation, then the file.
-        shown(browser, "a.button", "Export").click()
-        shown(browser, "button", "Download the export").click()
+        press(browser, "a.button", "Export")
+        press(browser, "button", "Download the export")
         export = json.loads(downloaded(downloads, "korely-export-acme-giulia.json").read_text())
         assert export["user"] == "giulia"
         assert {f["content"] for f in export["facts"]} >= {HOME["content"], LANGUAGE["content"]}
@@ -110,11 +151,11 @@ def test_an_administrator_reviews_exports_and_erases_in_the_browser(
         # Erase: the name typed first; the report after.
         # Back to her page, as the export page's own link goes (browser.get() right after a
         # download may be swallowed by the download's navigation: it once left the page as it was).
-        shown(browser, "a", "Back").click()
-        shown(browser, "a.button.danger", "Erase").click()
+        press(browser, "a", "Back")
+        press(browser, "a.button.danger", "Erase")
         shown(browser, "h1", "Erase giulia")
-        shown(browser, "#confirm-user").send_keys("giulia")
-        shown(browser, "button.danger[type=submit]").click()
+        type_into(browser, "#confirm-user", "giulia")
+        press(browser, "button.danger[type=submit]")
         report = shown(browser, "h1", "giulia was erased")
         kept = shown(browser, "table.report").text.replace("\n", " ")
         assert "Account facts kept, under the pseudonym 1" in kept
