@@ -382,7 +382,9 @@ def test_a_held_lock_makes_the_read_give_way_not_fail(
         release.set()
         thread.join()
         holder.dispose()
-    assert took < 0.6
+    # The holder keeps its lock for 10 s: a read that waited for it would take that long. The
+    # read waits MARK_WAIT (0.2 s) at most; the rest of the bound is room for a busy machine.
+    assert took < 3
     assert block.changed_more is None and block.changed == ()
     assert "Giulia lives in Milan" in block.text
     later = engine.get_context(giulia, reader="bot")
