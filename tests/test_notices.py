@@ -374,7 +374,7 @@ def test_a_held_lock_makes_the_read_give_way_not_fail(
     thread = threading.Thread(target=hold)
     thread.start()
     try:
-        locked.wait(10)
+        assert locked.wait(10)
         start = time.monotonic()
         block = engine.get_context(giulia, reader="bot")
         took = time.monotonic() - start

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -66,12 +66,12 @@ def shown(browser: WebDriver, css: str, text: str = "") -> WebElement:
     return element
 
 
-def press(browser: WebDriver, css: str, text: str = "") -> None:
-    """Click the element ``css`` names once shown; found again if its page was replaced
-    between finding and clicking (a click that raised did not happen)."""
+def act(browser: WebDriver, css: str, text: str, action: Callable[[WebElement], None]) -> None:
+    """Do ``action`` on the element ``css`` names once shown, found again if its page was
+    replaced between finding and acting (an action that raised did not happen)."""
     for _ in range(5):
         try:
-            shown(browser, css, text).click()
+            action(shown(browser, css, text))
             return
         except WebDriverException as error:
             if not replaced(error):
@@ -79,16 +79,12 @@ def press(browser: WebDriver, css: str, text: str = "") -> None:
     raise AssertionError(f"{css} with {text!r} was replaced on every try")
 
 
+def press(browser: WebDriver, css: str, text: str = "") -> None:
+    act(browser, css, text, lambda element: element.click())
+
+
 def type_into(browser: WebDriver, css: str, keys: str) -> None:
-    """Type ``keys`` into the field ``css`` names, found again if its page was replaced."""
-    for _ in range(5):
-        try:
-            shown(browser, css).send_keys(keys)
-            return
-        except WebDriverException as error:
-            if not replaced(error):
-                raise
-    raise AssertionError(f"{css} was replaced on every try")
+    act(browser, css, "", lambda element: element.send_keys(keys))
 
 
 def downloaded(folder: Path, name: str) -> Path:
