@@ -32,9 +32,10 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
-from korely_memory import Identity, MemoryEngine, _database, _migrations
-from korely_memory._migrations import VERSION_TABLE
-from korely_memory._schema import Base
+from korely_memory import Identity, MemoryEngine
+from korely_memory._db import _database, _migrations
+from korely_memory._db._migrations import VERSION_TABLE
+from korely_memory._db._schema import Base
 
 POSTGRES_URL = os.environ.get(
     "KORELY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

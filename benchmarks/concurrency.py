@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from korely_memory import MemoryEngine
-from korely_memory._tokens import TokenCounter
+from korely_memory._text._tokens import TokenCounter
 
 from . import peers
 from . import workloads as w

@@ -150,8 +150,8 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
 
     One statement per batch (PostgreSQL: COPY), not one engine call per fact.
     """
-    from korely_memory import _word_index
-    from korely_memory._schema import fact_terms, facts
+    from korely_memory._db._schema import fact_terms, facts
+    from korely_memory._store import _word_index
 
     now = dt.datetime.now(dt.timezone.utc)
     rows: list[dict[str, object]] = []
@@ -203,8 +203,8 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
 def load_memories(engine: MemoryEngine, owners: dict[str, list[str]], batch: int = 500) -> None:
     """Insert memories for each owner, with the words the engine indexes them by (as
     ``add_memory`` writes them), one statement per batch (PostgreSQL: COPY)."""
-    from korely_memory._memories import MAX_TERMS
-    from korely_memory._schema import memories, memory_terms
+    from korely_memory._db._schema import memories, memory_terms
+    from korely_memory._store._memories import MAX_TERMS
 
     now = dt.datetime.now(dt.timezone.utc)
     rows: list[dict[str, object]] = []

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory._words import Words
+from korely_memory._text._words import Words
 
 from . import workloads as w
 from .base import Databases, Sizes, Table

@@ -16,7 +16,7 @@ import random
 import time
 
 from korely_memory import MemoryEngine
-from korely_memory._cache import _ALL as CACHES
+from korely_memory._text._cache import _ALL as CACHES
 
 from . import workloads as w
 from .base import Databases, Sizes, Table, in_turns

@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from korely_memory._bm25 import Lexical
-from korely_memory._tokens import TokenCounter
-from korely_memory._words import Words, findable
+from korely_memory._text._bm25 import Lexical
+from korely_memory._text._tokens import TokenCounter
+from korely_memory._text._words import Words, findable
 
 from .data import SINCE, Item
 

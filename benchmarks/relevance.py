@@ -25,11 +25,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from korely_memory import MemoryEngine
-from korely_memory._render import render
-from korely_memory._tokens import TokenCounter
-from korely_memory._types import Fact
-from korely_memory._versions import visible
-from korely_memory._words import Words, fact_text
+from korely_memory._store._versions import visible
+from korely_memory._text._render import render
+from korely_memory._text._tokens import TokenCounter
+from korely_memory._text._words import Words, fact_text
+from korely_memory._values._types import Fact
 
 from . import peers
 from .base import PEER, Databases, Sizes, Table

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory._tokens import TokenCounter
+from korely_memory._text._tokens import TokenCounter
 
 from . import (
     concurrency,

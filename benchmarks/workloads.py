@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from korely_memory import MemoryEngine
-from korely_memory._schema import marks
+from korely_memory._db._schema import marks
 
 from .data import QUERY, items, load, person
 
@@ -65,7 +65,7 @@ def p95(values: list[float]) -> float:
 
 def writes_nothing(engine: MemoryEngine, read: Callable[[], object]) -> bool:
     """Whether a read leaves every table as it was (a steady read must write nothing)."""
-    from korely_memory._schema import Base
+    from korely_memory._db._schema import Base
 
     def snapshot() -> list[list[tuple[Any, ...]]]:
         with engine.db.connect() as conn:

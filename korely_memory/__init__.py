@@ -7,9 +7,10 @@ engine.remember(who, "home-city", "Giulia lives in Rome")
 print(engine.get_context(who, "Where does Giulia live?").text)
 """
 
-from ._embedders import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._engine import MemoryEngine
-from ._errors import (
+from ._store._export import MarkRecord, UserExport
+from ._values._embedders import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
+from ._values._errors import (
     AlreadyDecided,
     InvalidRequest,
     KorelyError,
@@ -19,9 +20,8 @@ from ._errors import (
     PermissionDenied,
     SchemaVersionError,
 )
-from ._export import MarkRecord, UserExport
-from ._identity import EndCause, Identity, Scope
-from ._types import (
+from ._values._identity import EndCause, Identity, Scope
+from ._values._types import (
     CaptureReport,
     CaptureStep,
     Change,

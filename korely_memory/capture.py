@@ -22,13 +22,19 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._background import EXIT_WAIT, Background
-from ._capture_writes import chunks
 from ._engine import MemoryEngine
-from ._errors import InvalidRequest
-from ._extraction import ACTIONS, OPERATIONS_SCHEMA, Extractor, extraction_prompt, operations_from
-from ._identity import Identity
-from ._types import Fact, Operation
+from ._engine.background import EXIT_WAIT, Background
+from ._store._capture_writes import chunks
+from ._text._extraction import (
+    ACTIONS,
+    OPERATIONS_SCHEMA,
+    Extractor,
+    extraction_prompt,
+    operations_from,
+)
+from ._values._errors import InvalidRequest
+from ._values._identity import Identity
+from ._values._types import Fact, Operation
 
 __all__ = [
     "ACTIONS",

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import _render
-from ._frames import FRAME_TAGS
-from ._frames import neutralise as _neutralise
-from ._render import STABLE, fold
-from ._types import HEADERS
+from ._text import _render
+from ._text._frames import FRAME_TAGS
+from ._text._frames import neutralise as _neutralise
+from ._text._render import STABLE, fold
+from ._values._types import HEADERS
 
 __all__ = ["BLOCK_LINES", "FRAME_TAGS", "neutralise", "one_line", "sample_text"]
 

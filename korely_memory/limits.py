@@ -18,9 +18,9 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from . import _validation
-from ._identity import Identity
-from ._validation import (
+from ._values import _validation
+from ._values._identity import Identity
+from ._values._validation import (
     DEFAULT_BUDGET,
     DEFAULT_HOLD,
     MAX_BUDGET,

@@ -18,8 +18,8 @@ import weakref
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ._db._schema import settings
 from ._engine import MemoryEngine
-from ._schema import settings
 
 __all__ = ["seal", "verifies"]
 

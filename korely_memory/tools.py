@@ -43,14 +43,14 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import _capture_writes
-from ._capture_writes import chunks
 from ._engine import MemoryEngine
-from ._errors import InvalidRequest, KorelyError
-from ._identity import Identity, Scope
-from ._render import fact_line, fold, last_day, memory_line, version_line
-from ._types import Change, ContextBlock, Fact
-from ._validation import MAX_CONTENT, MAX_KEY, moment_text
+from ._store import _capture_writes
+from ._store._capture_writes import chunks
+from ._text._render import fact_line, fold, last_day, memory_line, version_line
+from ._values._errors import InvalidRequest, KorelyError
+from ._values._identity import Identity, Scope
+from ._values._types import Change, ContextBlock, Fact
+from ._values._validation import MAX_CONTENT, MAX_KEY, moment_text
 from .limits import DEFAULT_BUDGET, check_identity, check_max_facts, check_reader
 
 __all__ = [

@@ -10,8 +10,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from korely_memory import Identity, MemoryEngine, _versions
-from korely_memory._schema import Base
+from korely_memory import Identity, MemoryEngine
+from korely_memory._db._schema import Base
+from korely_memory._store import _versions
 
 
 class Clock:

@@ -35,7 +35,7 @@ from typing import Any
 
 import tiktoken
 
-from korely_memory._tokens import OFFLINE_ENCODING
+from korely_memory._text._tokens import OFFLINE_ENCODING
 
 PROCESSES = multiprocessing.get_context("forkserver")
 # The server imports these once: this module (the engine, its tokenizer), what the racing

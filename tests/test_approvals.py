@@ -23,8 +23,8 @@ from korely_memory import (
     NotFound,
     Operation,
     PendingFact,
-    _pending,
 )
+from korely_memory._store import _pending
 
 from .helpers import snapshot
 

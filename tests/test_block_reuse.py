@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from korely_memory import Identity, MemoryEngine, Scope, _memories, _read_path
+from korely_memory import Identity, MemoryEngine, Scope
+from korely_memory._read import _read_path
+from korely_memory._store import _memories
 
 from .helpers import Clock, statements
 from .processes import PROCESSES

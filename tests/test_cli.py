@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory._migrations import HEAD
+from korely_memory._db._migrations import HEAD
 
 from .cli_helpers import MARCO, as_json, fill, korely, one_error, without_ids
 

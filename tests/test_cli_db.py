@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from alembic.command import downgrade
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory._database import create, resolve_url
-from korely_memory._migrations import HEAD, VERSION_TABLE, _alembic, schema_transaction
-from korely_memory._schema import Base
+from korely_memory._db._database import create, resolve_url
+from korely_memory._db._migrations import HEAD, VERSION_TABLE, _alembic, schema_transaction
+from korely_memory._db._schema import Base
 
 from .cli_helpers import as_json, fill, korely, one_error
 

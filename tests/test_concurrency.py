@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from korely_memory import Identity, MemoryEngine, _database
+from korely_memory import Identity, MemoryEngine
+from korely_memory._db import _database
 
 from .processes import PROCESSES
 
@@ -102,8 +103,8 @@ def test_memories_in_two_schemas_of_one_database_never_wait_for_each_other(
 ) -> None:
     """PostgreSQL's advisory locks belong to the whole database: the engine scopes its own to
     the schema, so a writer holding a key in one schema does not stop the same key in another."""
-    from korely_memory._database import writing
-    from korely_memory._versions import lock_key
+    from korely_memory._db._database import writing
+    from korely_memory._store._versions import lock_key
 
     with MemoryEngine(postgresql_url) as one, MemoryEngine(other_postgresql_url) as two:
         one.remember(giulia, "home-city", "Giulia lives in Rome")

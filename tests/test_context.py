@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from korely_memory import ContextBlock, Identity, InvalidRequest, MemoryEngine
-from korely_memory._render import STABLE, render
-from korely_memory._schema import UTCDateTime
-from korely_memory._tokens import TokenCounter
+from korely_memory._db._schema import UTCDateTime
+from korely_memory._text._render import STABLE, render
+from korely_memory._text._tokens import TokenCounter
 
 from .helpers import statements
 

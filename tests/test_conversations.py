@@ -10,10 +10,11 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, MemoryEngine, _memories, _versions
-from korely_memory._days import days_words
-from korely_memory._schema import memories, memory_terms
-from korely_memory._words import Words
+from korely_memory import Identity, MemoryEngine
+from korely_memory._db._schema import memories, memory_terms
+from korely_memory._store import _memories, _versions
+from korely_memory._text._days import days_words
+from korely_memory._text._words import Words
 
 from .helpers import Clock
 

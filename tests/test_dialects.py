@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.pool import Pool
 
 from korely_memory import InvalidRequest, MemoryEngine
-from korely_memory._database import resolve_url
+from korely_memory._db._database import resolve_url
 
 from .cli_helpers import korely, one_error
 

@@ -15,7 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 import korely_memory
-from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, _database, sealing
+from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, sealing
+from korely_memory._db import _database
 
 from .cli_helpers import korely
 from .processes import PROCESSES, run_program

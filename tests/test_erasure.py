@@ -21,12 +21,11 @@ from korely_memory import (
     NotFound,
     Operation,
     PermissionDenied,
-    _cache,
-    _database,
-    _migrations,
-    _versions,
 )
-from korely_memory._schema import Base
+from korely_memory._db import _database, _migrations
+from korely_memory._db._schema import Base
+from korely_memory._store import _versions
+from korely_memory._text import _cache
 
 from .helpers import hold_the_mark_lock
 

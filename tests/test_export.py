@@ -23,7 +23,7 @@ from korely_memory import (
     Scope,
     UserExport,
 )
-from korely_memory._database import resolve_url
+from korely_memory._db._database import resolve_url
 
 from .cli_helpers import without_ids
 

@@ -15,8 +15,8 @@ from alembic import command
 from sqlalchemy.engine import Connection, Engine
 
 from korely_memory import Identity, MemoryEngine, Operation, Scope
-from korely_memory._database import create, resolve_url
-from korely_memory._migrations import (
+from korely_memory._db._database import create, resolve_url
+from korely_memory._db._migrations import (
     HEAD,
     REVISIONS,
     VERSION_TABLE,
@@ -26,8 +26,8 @@ from korely_memory._migrations import (
     schema_transaction,
     state,
 )
-from korely_memory._schema import Base
-from korely_memory._vectors import text_hash
+from korely_memory._db._schema import Base
+from korely_memory._store._vectors import text_hash
 
 from .helpers import statements
 

@@ -12,11 +12,12 @@ import random
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine, Note, _notes
+from korely_memory import Identity, InvalidRequest, MemoryEngine, Note
+from korely_memory._db._schema import UTCDateTime
 from korely_memory._engine.context import ContextMethods
-from korely_memory._notes import REDACTED
-from korely_memory._render import STABLE
-from korely_memory._schema import UTCDateTime
+from korely_memory._store import _notes
+from korely_memory._store._notes import REDACTED
+from korely_memory._text._render import STABLE
 
 from .helpers import snapshot
 

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
-from korely_memory._schema import marks
+from korely_memory._db._schema import marks
 
 from .helpers import Running, snapshot, statements
 

@@ -15,19 +15,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import (
-    Identity,
-    InvalidRequest,
-    MemoryEngine,
-    NotCurrent,
-    NotFound,
-    _database,
-    _marks,
-    _versions,
-    _word_index,
-)
-from korely_memory._identity import EndCause
-from korely_memory._schema import fact_terms, facts
+from korely_memory import Identity, InvalidRequest, MemoryEngine, NotCurrent, NotFound
+from korely_memory._db import _database
+from korely_memory._db._schema import fact_terms, facts
+from korely_memory._store import _marks, _versions, _word_index
+from korely_memory._values._identity import EndCause
 
 from .helpers import hold_the_mark_lock
 

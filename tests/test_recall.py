@@ -8,18 +8,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import (
-    Identity,
-    InvalidRequest,
-    MemoryEngine,
-    Scope,
-    _candidates,
-    _memories,
-    _versions,
-)
-from korely_memory._bm25 import Indexed, Lexical
-from korely_memory._schema import fact_terms, memory_terms
-from korely_memory._words import Words, fact_text
+from korely_memory import Identity, InvalidRequest, MemoryEngine, Scope
+from korely_memory._db._schema import fact_terms, memory_terms
+from korely_memory._read import _candidates
+from korely_memory._store import _memories, _versions
+from korely_memory._text._bm25 import Indexed, Lexical
+from korely_memory._text._words import Words, fact_text
 from korely_memory.tools import RECALL
 
 from .helpers import Clock, statements

@@ -24,8 +24,13 @@ import pytest
 import sqlalchemy as sa
 
 from korely_memory import Identity, MemoryEngine, Operation, Scope
-from korely_memory._database import create, resolve_url
-from korely_memory._migrations import SHARED, VERSION_TABLE, create_partitioned, schema_transaction
+from korely_memory._db._database import create, resolve_url
+from korely_memory._db._migrations import (
+    SHARED,
+    VERSION_TABLE,
+    create_partitioned,
+    schema_transaction,
+)
 
 pytestmark = pytest.mark.new_database
 

@@ -22,7 +22,7 @@ from korely_memory import (
     Operation,
     limits,
 )
-from korely_memory._capture_writes import excerpt
+from korely_memory._store._capture_writes import excerpt
 from korely_memory.capture import chunks
 from korely_memory.framing import one_line as fold
 from korely_memory.tools import RECALL, REMEMBER, exchange_memories, get_context, get_facts

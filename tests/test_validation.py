@@ -26,7 +26,7 @@ from korely_memory import (
     PermissionDenied,
     SchemaVersionError,
 )
-from korely_memory._migrations import HEAD, VERSION_TABLE
+from korely_memory._db._migrations import HEAD, VERSION_TABLE
 
 from .helpers import snapshot
 
@@ -324,9 +324,10 @@ def test_an_embed_refused_leaves_an_existing_database_as_it_was(
 
 
 def test_schema_version_error_is_in_the_error_tree() -> None:
-    from korely_memory import _errors, _migrations
+    from korely_memory._db import _migrations
+    from korely_memory._values import _errors
 
-    assert SchemaVersionError.__module__ == "korely_memory._errors"
+    assert SchemaVersionError.__module__ == "korely_memory._values._errors"
     assert _errors.SchemaVersionError is SchemaVersionError is _migrations.SchemaVersionError
     assert SchemaVersionError.__mro__[1] is KorelyError
     assert "SchemaVersionError" in korely_memory.__all__

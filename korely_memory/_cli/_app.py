@@ -23,9 +23,10 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from .. import _database, _migrations, _validation
+from .._db import _database, _migrations
 from .._engine import MemoryEngine
-from .._errors import InvalidRequest, KorelyError, NotFound
+from .._values import _validation
+from .._values._errors import InvalidRequest, KorelyError, NotFound
 
 F = TypeVar("F", bound=Callable[..., Any])
 ENV = "KORELY_DATABASE_URL"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from .. import _migrations
-from .._errors import InvalidRequest, SchemaVersionError
-from .._migrations import HEAD, REVISIONS
+from .._db import _migrations
+from .._db._migrations import HEAD, REVISIONS
+from .._values._errors import InvalidRequest, SchemaVersionError
 from ._app import KorelyGroup, cli, common, database_url, open_database
 from ._output import emit, pairs
 
@@ -36,7 +36,7 @@ def check(ctx: click.Context) -> None:
     For a deployment step or a health check: exit status 0 means the engine will
     open the database as it is.
     """
-    from .._migrations._alembic import differences
+    from .._db._migrations._alembic import differences
 
     with open_database(ctx, read_only=True).connect() as conn:
         found = _migrations.state(conn)
@@ -70,8 +70,8 @@ def upgrade(ctx: click.Context, sql: bool) -> None:
     advisory lock (engines starting meanwhile wait); SQLite holds its write lock
     and runs each change in batch mode.
     """
-    from .._migrations._alembic import upgrade as run_upgrade
-    from .._migrations._alembic import upgrade_sql
+    from .._db._migrations._alembic import upgrade as run_upgrade
+    from .._db._migrations._alembic import upgrade_sql
 
     if sql:
         with open_database(ctx, read_only=True).connect() as conn:
@@ -135,7 +135,7 @@ def stamp(ctx: click.Context, revision: str) -> None:
     For a database made before schema versions existed, whose tables are those
     of REVISION; `korely db check` then tells whether they really are.
     """
-    from .._migrations._alembic import stamp as run_stamp
+    from .._db._migrations._alembic import stamp as run_stamp
 
     if revision not in REVISIONS:
         raise InvalidRequest("revision", f"must be one of {', '.join(REVISIONS)}")

@@ -8,10 +8,12 @@ import click
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .. import _database, _validation, _versions
-from .._errors import NotFound
-from .._identity import Identity
-from .._schema import admins
+from .._db import _database
+from .._db._schema import admins
+from .._store import _versions
+from .._values import _validation
+from .._values._errors import NotFound
+from .._values._identity import Identity
 from ._app import ListByDefault, Settings, cli, common, moment_option, open_engine, user_or_none
 from ._lists import agents
 from ._output import did_you_mean, emit, facts_table, table

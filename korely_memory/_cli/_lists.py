@@ -9,8 +9,9 @@ import click
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .. import _database, _validation
-from .._schema import account_row, admins, facts, marks, memories, personal_row, true_row
+from .._db import _database
+from .._db._schema import account_row, admins, facts, marks, memories, personal_row, true_row
+from .._values import _validation
 from ._app import cli, common, open_engine
 from ._output import emit, table
 

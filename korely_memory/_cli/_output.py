@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from .._export import plain
-from .._types import Fact
+from .._store._export import plain
+from .._values._types import Fact
 from ._app import Settings
 
 WIDEST = 100  # characters of a text shown in a table cell; JSON shows all of it

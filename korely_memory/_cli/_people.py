@@ -11,12 +11,13 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
-from .. import _database, _validation
-from .._database import dialect_name
-from .._errors import InvalidRequest, NotFound
-from .._export import UserExport
-from .._import import holds_anything
-from .._schema import facts
+from .._db import _database
+from .._db._database import dialect_name
+from .._db._schema import facts
+from .._store._export import UserExport
+from .._store._import import holds_anything
+from .._values import _validation
+from .._values._errors import InvalidRequest, NotFound
 from ._app import Settings, cli, common, open_engine
 from ._lists import known_accounts, known_users
 from ._output import did_you_mean, emit, pairs

@@ -10,9 +10,9 @@ import click
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
-from .. import _database, _migrations
-from .._identity import Scope
-from .._schema import Base, admins, erasures, facts, marks, memories, personal_row, true_row
+from .._db import _database, _migrations
+from .._db._schema import Base, admins, erasures, facts, marks, memories, personal_row, true_row
+from .._values._identity import Scope
 from ._app import Failed, cli, common, moment_option, open_engine
 from ._output import emit, pairs
 

@@ -19,14 +19,17 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from sqlalchemy.engine import URL
 
-from .. import _database, _migrations, _read_path, _validation, _word_index, _writes
-from .._embedders import Embedder, check_embed
-from .._errors import InvalidRequest
-from .._ranking import Ranking
-from .._tokens import TokenCounter
-from .._types import Fact
-from .._word_index import AS_RECORDED, _AsRecorded
-from .._words import Words
+from .._db import _database, _migrations
+from .._read import _read_path
+from .._read._ranking import Ranking
+from .._store import _word_index, _writes
+from .._store._word_index import AS_RECORDED, _AsRecorded
+from .._text._tokens import TokenCounter
+from .._text._words import Words
+from .._values import _validation
+from .._values._embedders import Embedder, check_embed
+from .._values._errors import InvalidRequest
+from .._values._types import Fact
 from .approvals import ApprovalMethods
 from .context import ContextMethods
 from .core import Clock

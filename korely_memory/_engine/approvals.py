@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-from .. import _expiry, _pending, _validation, _versions, _writes
-from .._errors import NotCurrent, NotFound
-from .._identity import Identity
-from .._types import Fact, PendingFact
+from .._store import _pending, _versions, _writes
+from .._values import _expiry, _validation
+from .._values._errors import NotCurrent, NotFound
+from .._values._identity import Identity
+from .._values._types import Fact, PendingFact
 from .core import EngineCore
 
 

@@ -8,10 +8,13 @@ from collections.abc import Collection, Sequence
 
 from sqlalchemy.engine import Connection
 
-from .. import _cache, _candidates, _marks, _notes, _read_path, _render, _validation
-from .._errors import InvalidRequest
-from .._identity import Identity
-from .._types import Change, ContextBlock, Fact, Note
+from .._read import _candidates, _read_path
+from .._store import _marks, _notes
+from .._text import _cache, _render
+from .._values import _validation
+from .._values._errors import InvalidRequest
+from .._values._identity import Identity
+from .._values._types import Change, ContextBlock, Fact, Note
 from .core import EngineCore, Moment
 
 

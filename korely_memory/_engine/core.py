@@ -20,13 +20,16 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from .. import _cache, _changes, _database, _marks, _memories, _read_path, _review, _writes
-from .._errors import NotFound
-from .._identity import Identity
-from .._ranking import Ranking
-from .._tokens import TokenCounter
-from .._types import Change, Fact, Memory
-from .._words import Words
+from .._db import _database
+from .._read import _changes, _read_path
+from .._read._ranking import Ranking
+from .._store import _marks, _memories, _review, _writes
+from .._text import _cache
+from .._text._tokens import TokenCounter
+from .._text._words import Words
+from .._values._errors import NotFound
+from .._values._identity import Identity
+from .._values._types import Change, Fact, Memory
 
 R = TypeVar("R")
 Clock = Callable[[], dt.datetime]

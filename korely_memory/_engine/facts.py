@@ -6,9 +6,10 @@ import datetime as dt
 
 from sqlalchemy.engine import Connection
 
-from .. import _marks, _validation, _versions, _writes
-from .._identity import Identity, Scope
-from .._types import Fact
+from .._store import _marks, _versions, _writes
+from .._values import _validation
+from .._values._identity import Identity, Scope
+from .._values._types import Fact
 from .core import EngineCore, Moment
 
 

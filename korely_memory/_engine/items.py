@@ -14,12 +14,13 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Row
 
-from .. import _expiry, _items, _validation, _versions, _writes
-from .._embedders import Embedder, check_embed
-from .._errors import InvalidRequest
-from .._identity import EndCause, Identity
-from .._ranking import Ranking
-from .._types import Fact, StoreItem
+from .._read._ranking import Ranking
+from .._store import _items, _versions, _writes
+from .._values import _expiry, _validation
+from .._values._embedders import Embedder, check_embed
+from .._values._errors import InvalidRequest
+from .._values._identity import EndCause, Identity
+from .._values._types import Fact, StoreItem
 from .core import EngineCore
 
 Ref = tuple[tuple[str, ...], str]

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 
-from .. import _candidates, _capture_writes, _memories, _validation, _versions
-from .._extraction import Extractor, operations_from
-from .._identity import Identity
-from .._types import CaptureReport, Fact, Memory, SearchResult
+from .._read import _candidates
+from .._store import _capture_writes, _memories, _versions
+from .._text._extraction import Extractor, operations_from
+from .._values import _validation
+from .._values._identity import Identity
+from .._values._types import CaptureReport, Fact, Memory, SearchResult
 from .core import EngineCore
 
 

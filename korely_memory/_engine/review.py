@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-from .. import _review, _validation
-from .._errors import PermissionDenied
-from .._identity import Identity
-from .._types import Fact
+from .._store import _review
+from .._values import _validation
+from .._values._errors import PermissionDenied
+from .._values._identity import Identity
+from .._values._types import Fact
 from .core import EngineCore
 
 

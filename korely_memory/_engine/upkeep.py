@@ -9,10 +9,12 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from .. import _database, _erasure, _export, _import, _marks, _validation
-from .._errors import InvalidRequest
-from .._schema import Base
-from .._types import ErasureReport, TrimReport
+from .._db import _database
+from .._db._schema import Base
+from .._store import _erasure, _export, _import, _marks
+from .._values import _validation
+from .._values._errors import InvalidRequest
+from .._values._types import ErasureReport, TrimReport
 from .core import EngineCore, Moment
 
 _YEAR_1 = dt.datetime.min.replace(tzinfo=dt.timezone.utc)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from korely_memory import ContextBlock, MemoryEngine
-from korely_memory._render import omitted_line
+from korely_memory._text._render import omitted_line
 
 CHANGED = "## Changed since you last read"
 KNOWN = "## Known facts"

@@ -22,7 +22,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory._versions import lock_key
+from korely_memory._store._versions import lock_key
 
 from ..helpers import snapshot
 from ..processes import PROCESSES

@@ -8,7 +8,7 @@ from collections import Counter
 import sqlalchemy as sa
 
 from korely_memory import Identity, MemoryEngine
-from korely_memory._schema import Base, facts, marks, memories
+from korely_memory._db._schema import Base, facts, marks, memories
 
 GIULIA = Identity("acme", "giulia", "support")
 # Few identities, so that the ones met share history often, and each pair differs in one part only,

@@ -29,7 +29,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, limits
-from korely_memory._database import resolve_url
+from korely_memory._db._database import resolve_url
 
 from .server import (
     bind,

@@ -8,14 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from korely_memory import (
-    Change,
-    ContextBlock,
-    ErasureReport,
-    Fact,
-    Memory,
-    SearchResult,
-)
+from korely_memory import Change, ContextBlock, ErasureReport, Fact, Memory, SearchResult
 
 if TYPE_CHECKING:
     from korely_memory import PendingFact

@@ -27,7 +27,7 @@ from korely_memory import (
     PermissionDenied,
     limits,
 )
-from korely_memory._validation import moment_text
+from korely_memory._values._validation import moment_text
 
 from . import _models as out
 from ._auth import caller_of, person, reaches_everyone, require_admin

@@ -19,7 +19,8 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from korely_memory import Identity, MemoryEngine, _background, limits
+from korely_memory import Identity, MemoryEngine, limits
+from korely_memory._engine import background as _background
 from langchain_korely import CaptureStats, KorelyMiddleware, korely_extractor
 
 from ._agents import ask, operations, scripted

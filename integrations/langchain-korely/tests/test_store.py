@@ -594,7 +594,7 @@ def test_a_sweep_spares_an_item_put_again_since_it_read_it(postgresql_url: str) 
     """On PostgreSQL a put may commit between the sweep's read of what ran out and its delete
     (on SQLite writers take turns: none can). Forced here: the sweep finds the item run out,
     another engine puts it again for an hour, then the sweep goes on."""
-    from korely_memory import _items
+    from korely_memory._store import _items
 
     clock = Clock()
     with (
