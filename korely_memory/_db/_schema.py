@@ -8,6 +8,7 @@ not only the code, refuse a second true row for a key in one namespace.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -108,6 +109,35 @@ class Base(DeclarativeBase):
             "ck": "ck_%(table_name)s_%(constraint_name)s",
         }
     )
+
+
+# -- words ----------------------------------------------------------------------------------
+#
+# Each column of text (Text, JSON, bytes), and each other that may hold a person's words, says what
+# it holds of them in its ``info``: erasure takes from these marks the tables and columns whose
+# words go (``_store._erasure``), and its proof the columns it scans. A text column that says
+# nothing fails ``tests/test_erasure.py``.
+
+
+class Holds(enum.Enum):
+    """What a column holds of a person's words (``info["holds"]``)."""
+
+    SAID = "said"
+    """Their words, or what is made of them (index terms, embeddings and their digests): they go
+    with the person, and with the version or memory that holds them."""
+    LABEL = "label"
+    """Words they name something by (a fact's key, an item's labels): they go with the person; a
+    version whose words are erased keeps its key, so that history shows it existed."""
+    NOTHING = "nothing"
+    """None: ids, paths into a value, what the engine itself writes."""
+
+
+SAID = {"holds": Holds.SAID}
+"""``info`` of a column holding a person's words (``Holds.SAID``)."""
+LABEL = {"holds": Holds.LABEL}
+"""``info`` of a column holding the words a person names something by (``Holds.LABEL``)."""
+NO_WORDS = {"holds": Holds.NOTHING}
+"""``info`` of a text column holding no words of a person (``Holds.NOTHING``)."""
 
 
 # -- keys ---------------------------------------------------------------------------------
@@ -217,9 +247,9 @@ class FactRow(Base):
     # unique index treats NULLs as distinct.
     owner_key: Mapped[str] = mapped_column(String(NAME))
     agent: Mapped[str] = mapped_column(String(NAME))
-    key: Mapped[str] = mapped_column(String(100))
+    key: Mapped[str] = mapped_column(String(100), info=LABEL)
     # Emptied when the version's words are removed (forgotten with erase=True, or memory forgotten).
-    content: Mapped[str] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text, info=SAID)
     scope: Mapped[str | None] = mapped_column(String(20))
     valid_from: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     invalid_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
@@ -317,7 +347,7 @@ class FactTermRow(Base):
     account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     space: Mapped[str] = mapped_column(String(NAME), primary_key=True)
-    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    term: Mapped[str] = mapped_column(String(64), primary_key=True, info=SAID)
     fact_id: Mapped[int] = mapped_column(Id, primary_key=True)
     # How often the fact says the word, for BM25 (revision 0007).
     tf: Mapped[int] = mapped_column(Integer, server_default="1")
@@ -371,7 +401,7 @@ class MemoryRow(Base):
     # that memory goes (by the engine, as ``korely_facts.replaced_by_id``).
     replies_to: Mapped[int | None] = mapped_column(Id)
     # Last: on SQLite, the columns before a long text are read without its overflow pages.
-    content: Mapped[str] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text, info=SAID)
 
     __table_args__ = (
         *keyed_by_account("korely_memories"),
@@ -394,7 +424,7 @@ class MemoryTermRow(Base):
     account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     space: Mapped[str] = mapped_column(String(NAME), primary_key=True)  # the owner key
-    term: Mapped[str] = mapped_column(String(64), primary_key=True)
+    term: Mapped[str] = mapped_column(String(64), primary_key=True, info=SAID)
     memory_id: Mapped[int] = mapped_column(Id, primary_key=True)
     tf: Mapped[int] = mapped_column(Integer)
 
@@ -428,8 +458,9 @@ class VectorRow(Base):
     # how fast a vector comes, and the vectors of an account live where its facts do.
     account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     model: Mapped[str] = mapped_column(String(NAME), primary_key=True)
-    text_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
-    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    # A digest of the words, and what the model made of them: said, as the words are.
+    text_hash: Mapped[str] = mapped_column(String(64), primary_key=True, info=SAID)
+    vector: Mapped[bytes] = mapped_column(LargeBinary, info=SAID)
 
     __table_args__ = (Index("ix_korely_vectors_text", "account", "text_hash"),)
 
@@ -495,9 +526,9 @@ class NoteRow(Base):
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     anchor: Mapped[str | None] = mapped_column(String(NAME))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
-    items: Mapped[str] = mapped_column(Text)
+    items: Mapped[str] = mapped_column(Text, info=NO_WORDS)
     # Last: on SQLite, the columns before a long text are read without its overflow pages.
-    text: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text, info=SAID)
 
     __table_args__ = (
         # A person's notes under every agent definition: erasure and export.
@@ -521,19 +552,19 @@ class ItemRow(Base):
 
     account: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     agent: Mapped[str] = mapped_column(String(NAME), primary_key=True)
-    namespace: Mapped[str] = mapped_column(Text, primary_key=True)
-    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    namespace: Mapped[str] = mapped_column(Text, primary_key=True, info=LABEL)
+    key: Mapped[str] = mapped_column(Text, primary_key=True, info=LABEL)
     owner_key: Mapped[str] = mapped_column(String(NAME))
-    fact_key: Mapped[str] = mapped_column(String(100))
+    fact_key: Mapped[str] = mapped_column(String(100), info=LABEL)
     fact_id: Mapped[int] = mapped_column(Id)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     ttl: Mapped[float | None] = mapped_column(Float)
-    embed: Mapped[str] = mapped_column(Text)
-    text_at: Mapped[str | None] = mapped_column(Text)
+    embed: Mapped[str] = mapped_column(Text, info=NO_WORDS)
+    text_at: Mapped[str | None] = mapped_column(Text, info=NO_WORDS)
     # Last: on SQLite, the columns before a long text are read without its overflow pages.
-    value: Mapped[str] = mapped_column(Text)
+    value: Mapped[str] = mapped_column(Text, info=SAID)
 
     __table_args__ = (
         # One item per fact: two items never show the same words.
@@ -583,12 +614,12 @@ class PendingRow(Base):
     owner_key: Mapped[str] = mapped_column(String(NAME))
     agent: Mapped[str] = mapped_column(String(NAME))
     operation: Mapped[str] = mapped_column(String(20))
-    key: Mapped[str] = mapped_column(String(100))
+    key: Mapped[str] = mapped_column(String(100), info=LABEL)
     captured_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     # The reader name of the agent that captured it.
     reader: Mapped[str | None] = mapped_column(String(NAME))
     # On SQLite, the columns before a long text are read without its overflow pages.
-    content: Mapped[str | None] = mapped_column(Text)
+    content: Mapped[str | None] = mapped_column(Text, info=SAID)
     # The version the change was drawn against: the person's own true fact under the key when it
     # was captured (None: none). ``approve`` writes it only while that version holds (0010).
     drawn_against: Mapped[int | None] = mapped_column(Id)
