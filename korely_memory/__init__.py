@@ -8,6 +8,7 @@ print(engine.get_context(who, "Where does Giulia live?").text)
 """
 
 from ._engine import MemoryEngine
+from ._engine.items import Items
 from ._store._export import MarkRecord, UserExport
 from ._values._embedders import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._values._errors import (
@@ -51,6 +52,7 @@ __all__ = [
     "Fact",
     "Identity",
     "InvalidRequest",
+    "Items",
     "KorelyError",
     "LangChainEmbeddings",
     "LimitExceeded",

@@ -138,17 +138,18 @@ def held_for_approval(engine: MemoryEngine) -> None:
 
 
 def store_items(engine: MemoryEngine) -> None:
-    """What a LangGraph store of the person does (``KorelyStore``)."""
+    """What a LangGraph store of the person does (``KorelyStore``, through ``engine.items``)."""
     space = ("memories", "giulia")
+    items = engine.items
     for key, text in (("trip", "Giulia goes to Paris"), ("pet", "Giulia has a cat")):
-        engine.put_item(GIULIA, space, key, {"text": text}, text=text, text_at=["text"], ttl=60)
-    engine.get_items(ACME, GIULIA.agent, [(space, "trip")], refresh=True)
-    engine.list_items(ACME, GIULIA.agent, ("memories",), limit=10)
-    engine.list_items(ACME, GIULIA.agent, ("memories",), equal={"text": "Giulia has a cat"})
-    engine.refresh_items(ACME, GIULIA.agent, [(space, "pet")])
-    engine.item_namespaces(ACME, GIULIA.agent)
-    engine.relevance("Paris", ["Giulia goes to Paris"], account=ACME)
-    engine.delete_item(ACME, GIULIA.agent, space, "pet")
+        items.put(GIULIA, space, key, {"text": text}, text=text, text_at=["text"], ttl=60)
+    items.get(ACME, GIULIA.agent, [(space, "trip")], refresh=True)
+    items.list(ACME, GIULIA.agent, ("memories",), limit=10)
+    items.list(ACME, GIULIA.agent, ("memories",), equal={"text": "Giulia has a cat"})
+    items.refresh(ACME, GIULIA.agent, [(space, "pet")])
+    items.namespaces(ACME, GIULIA.agent)
+    items.relevance("Paris", ["Giulia goes to Paris"], account=ACME)
+    items.delete(ACME, GIULIA.agent, space, "pet")
 
 
 def test_every_statement_for_one_person_reaches_one_partition(engine: MemoryEngine) -> None:

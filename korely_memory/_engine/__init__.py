@@ -8,14 +8,12 @@ transaction of its own that gives way rather than fail the read.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
-import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy.engine import URL
 
@@ -32,38 +30,14 @@ from .._values._errors import InvalidRequest
 from .._values._types import Fact
 from .approvals import ApprovalMethods
 from .context import ContextMethods
-from .core import Clock
+from .core import Clock, _twin
 from .facts import FactMethods
-from .items import ItemMethods
+from .items import Items
 from .memories import MemoryMethods
 from .review import ReviewMethods
 from .upkeep import UpkeepMethods
 
-P = ParamSpec("P")
-R = TypeVar("R")
-E = TypeVar("E")
-
 IsAdmin = Callable[[str, str], bool]
-
-
-def _twin(
-    method: Callable[Concatenate[E, P], R],
-) -> Callable[Concatenate[E, P], Coroutine[Any, Any, R]]:
-    """The async twin of a method: the same body, run in a worker thread."""
-
-    @functools.wraps(method)
-    async def twin(self: E, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(method, self, *args, **kwargs)
-
-    twin.__name__ = twin.__qualname__ = "a" + method.__name__
-    twin.__doc__ = (
-        f"Async twin of :meth:`{method.__name__}`: the same call, run in a worker thread.\n\n"
-        "Cancelling the awaiting task does not stop the call: the thread runs on, and a write\n"
-        "commits (or not) as if nothing had happened. A caller that retries after a timeout\n"
-        "should read before writing again, or rely on the writes being idempotent: recording\n"
-        "the same content under a key twice changes nothing."
-    )
-    return cast(Callable[Concatenate[E, P], Coroutine[Any, Any, R]], twin)
 
 
 def utcnow() -> dt.datetime:
@@ -78,7 +52,6 @@ class MemoryEngine(
     MemoryMethods,
     ApprovalMethods,
     UpkeepMethods,
-    ItemMethods,
 ):
     """Durable, correctable memory for agents.
 
@@ -175,8 +148,6 @@ class MemoryEngine(
         # Versions handed over by reads whose marks gave way, marked by the reader's next read.
         self._owed: OrderedDict[tuple[str, str], dict[int, Fact]] = OrderedDict()
         self._owed_lock = threading.Lock()
-        self._store_rankings = {}
-        self._store_rankings_lock = threading.Lock()
         self._blocks = _read_path.BlockCache()
         memory = _database.is_memory_sqlite(self.url)
         # In-memory SQLite is one connection shared by every thread: take turns on it.
@@ -213,6 +184,12 @@ class MemoryEngine(
             self.db.dispose()  # no connection outlives an engine that could not start
             raise
         self._writer = _writes.Writer(self._words, self._now, self._admin)
+        self._items = Items(self)
+
+    @property
+    def items(self) -> Items:
+        """The items of LangGraph stores (``KorelyStore``'s): one ``Items`` per engine."""
+        return self._items
 
     @property
     def language(self) -> str | None:
@@ -284,11 +261,3 @@ class MemoryEngine(
     ascrub = _twin(UpkeepMethods.scrub)
     adelete_reader = _twin(UpkeepMethods.delete_reader)
     atrim = _twin(UpkeepMethods.trim)
-    aput_item = _twin(ItemMethods.put_item)
-    adelete_item = _twin(ItemMethods.delete_item)
-    aget_items = _twin(ItemMethods.get_items)
-    alist_items = _twin(ItemMethods.list_items)
-    arefresh_items = _twin(ItemMethods.refresh_items)
-    aitem_namespaces = _twin(ItemMethods.item_namespaces)
-    asweep_items = _twin(ItemMethods.sweep_items)
-    arelevance = _twin(ItemMethods.relevance)

@@ -5,17 +5,21 @@
 and recall (``memories.py``), captured facts held for approval (``approvals.py``), and
 erasure and upkeep (``upkeep.py``). Each builds on
 ``EngineCore``: the transactions (``_write``, ``_read``) and the mark step
-(``_write_marks``) live here, once.
+(``_write_marks``) live here, once, with ``_twin``, which makes a method's async twin.
+The items of LangGraph stores are an object of their own on the same core,
+``engine.items`` (``items.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -31,11 +35,33 @@ from .._values._errors import NotFound
 from .._values._identity import Identity
 from .._values._types import Change, Fact, Memory
 
+P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
 Clock = Callable[[], dt.datetime]
 Moment = dt.datetime | dt.date
 MARK_WAIT = 0.2  # seconds a read waits for a lock on its marks before giving way
 OWED_READERS = 1024  # readers whose unmarked reads this process remembers
+
+
+def _twin(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """The async twin of a method: the same body, run in a worker thread."""
+
+    @functools.wraps(method)
+    async def twin(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = "a" + method.__name__
+    twin.__doc__ = (
+        f"Async twin of :meth:`{method.__name__}`: the same call, run in a worker thread.\n\n"
+        "Cancelling the awaiting task does not stop the call: the thread runs on, and a write\n"
+        "commits (or not) as if nothing had happened. A caller that retries after a timeout\n"
+        "should read before writing again, or rely on the writes being idempotent: recording\n"
+        "the same content under a key twice changes nothing."
+    )
+    return cast(Callable[Concatenate[S, P], Coroutine[Any, Any, R]], twin)
 
 
 class EngineCore:

@@ -1,4 +1,4 @@
-"""The items of LangGraph stores: ``MemoryEngine``'s item methods, which ``KorelyStore`` calls.
+"""The items of LangGraph stores: ``engine.items``, the ``Items`` that ``KorelyStore`` calls.
 
 An item's words are a fact's: a put records the fact (a new version when the words
 changed) and keeps the item's JSON value beside it, in one transaction; a delete forgets
@@ -7,6 +7,7 @@ the fact. Reads return only items whose fact is true.
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import threading
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from .._values._embedders import Embedder, check_embed
 from .._values._errors import InvalidRequest
 from .._values._identity import EndCause, Identity
 from .._values._types import Fact, StoreItem
-from .core import EngineCore
+from .core import EngineCore, _twin
 
 Ref = tuple[tuple[str, ...], str]
 """An item's namespace and key."""
@@ -30,13 +31,32 @@ _SWEEP = 500  # items a sweep ends per transaction
 _RANKINGS_KEPT = 8  # embedders of stores' indexes whose vectors a process keeps
 
 
-class ItemMethods(EngineCore):
-    """The items of LangGraph stores: ``MemoryEngine``'s item methods."""
+class Items:
+    """The items of LangGraph stores kept by one engine: ``engine.items``.
 
-    _store_rankings: dict[int, tuple[Embedder, Ranking]]
-    _store_rankings_lock: threading.Lock
+    Each item is a JSON value under a namespace and a key, and its words are a fact of the
+    user whose memory the namespace is; ``KorelyStore`` maps LangGraph's operations onto
+    these methods. Each method has an async twin (``aput``, ``aget``...) that runs it in a
+    worker thread.
 
-    def put_item(
+    Example:
+        ```python
+        space = ("memories", "giulia")
+        engine.items.put(who, space, "trip", {"text": "Goes to Paris"}, text="Goes to Paris")
+        (trip,) = engine.items.get(who.account, who.agent, [(space, "trip")])
+        ```
+    """
+
+    def __init__(self, core: EngineCore) -> None:
+        self._core = core
+        # The rankings of stores' indexes, by their embedder: this process keeps their vectors.
+        self._rankings: dict[int, tuple[Embedder, Ranking]] = {}
+        self._rankings_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Items({self._core.url.render_as_string(hide_password=True)!r})"
+
+    def put(
         self,
         who: Identity,
         namespace: Sequence[str],
@@ -102,10 +122,10 @@ class ItemMethods(EngineCore):
                 fact_key,
             ):
                 # The namespace maps elsewhere now: the fact it held ends, and its row with it.
-                self._end_item_fact(conn, existing)
+                self._end_fact(conn, existing)
                 _items.drop(conn, account, agent, ns, key)
                 existing = None
-            fact = _writes.record(conn, self._writer, who, fact_key, words, item_written=True)
+            fact = _writes.record(conn, self._core._writer, who, fact_key, words, item_written=True)
             _items.keep(
                 conn,
                 account=account,
@@ -119,14 +139,14 @@ class ItemMethods(EngineCore):
                 text_at=path,
                 index=embed,
                 ttl=minutes,
-                now=self._now(conn),
+                now=self._core._now(conn),
                 existing=existing,
             )
             return fact
 
-        return self._write(work)
+        return self._core._write(work)
 
-    def delete_item(self, account: str, agent: str, namespace: Sequence[str], key: str) -> bool:
+    def delete(self, account: str, agent: str, namespace: Sequence[str], key: str) -> bool:
         """Delete the item ``key`` of ``namespace`` and forget its fact (history keeps it).
 
         Returns:
@@ -141,13 +161,13 @@ class ItemMethods(EngineCore):
             existing = _items.row(conn, account, agent, ns, key)
             if existing is None:
                 return False
-            self._end_item_fact(conn, existing)
+            self._end_fact(conn, existing)
             _items.drop(conn, account, agent, ns, key)
             return True
 
-        return self._write(work)
+        return self._core._write(work)
 
-    def get_items(
+    def get(
         self,
         account: str,
         agent: str,
@@ -170,14 +190,17 @@ class ItemMethods(EngineCore):
         wanted = [(tuple(ns), key) for ns, key in refs]
 
         def read(conn: Connection) -> dict[Ref, StoreItem]:
-            return _items.read(conn, account, agent, wanted, self._now_or_server(conn), live=live)
+            return _items.read(
+                conn, account, agent, wanted, self._core._now_or_server(conn), live=live
+            )
 
-        found = self._read(read)
+        found = self._core._read(read)
         if refresh:
-            self.refresh_items(account, agent, [r for r in wanted if _ages(found.get(r))])
+            self.refresh(account, agent, [r for r in wanted if _ages(found.get(r))])
         return [found.get(r) for r in wanted]
 
-    def list_items(
+    # Below this method, ``list`` in the class is the method: annotations say ``builtins.list``.
+    def list(
         self,
         account: str,
         agent: str,
@@ -205,13 +228,13 @@ class ItemMethods(EngineCore):
         _validation.count("offset", offset)
         if equal is not None and not isinstance(equal, Mapping):
             raise InvalidRequest("equal", f"must be a mapping of fields to values, not {equal!r}")
-        return self._read(
+        return self._core._read(
             lambda conn: _items.under(
                 conn,
                 account,
                 agent,
                 labels,
-                self._now_or_server(conn),
+                self._core._now_or_server(conn),
                 live=live,
                 limit=limit,
                 offset=offset,
@@ -219,7 +242,7 @@ class ItemMethods(EngineCore):
             )
         )
 
-    def refresh_items(self, account: str, agent: str, refs: Sequence[Ref]) -> int:
+    def refresh(self, account: str, agent: str, refs: Sequence[Ref]) -> int:
         """Give the items of ``refs`` that have a time to live, and have not run out of it,
         their whole time again. Returns how many."""
         _validation.name("account", account)
@@ -227,23 +250,23 @@ class ItemMethods(EngineCore):
         wanted = [(tuple(ns), key) for ns, key in refs]
         if not wanted:
             return 0
-        return self._write(
-            lambda conn: _items.refresh(conn, account, agent, wanted, self._now(conn))
+        return self._core._write(
+            lambda conn: _items.refresh(conn, account, agent, wanted, self._core._now(conn))
         )
 
-    def item_namespaces(
+    def namespaces(
         self, account: str, agent: str, *, live: bool = False
-    ) -> list[tuple[str, ...]]:
+    ) -> builtins.list[tuple[str, ...]]:
         """Every namespace that holds an item, in order (``live``: counting live items only)."""
         _validation.name("account", account)
         _validation.name("agent", agent)
-        return self._read(
+        return self._core._read(
             lambda conn: _items.namespaces(
-                conn, account, agent, self._now_or_server(conn), live=live
+                conn, account, agent, self._core._now_or_server(conn), live=live
             )
         )
 
-    def sweep_items(self) -> int:
+    def sweep(self) -> int:
         """Delete every item past its time to live, its fact ended as expired then.
 
         Returns:
@@ -253,7 +276,7 @@ class ItemMethods(EngineCore):
         while True:
 
             def work(conn: Connection) -> tuple[int, int]:
-                now = self._now(conn)
+                now = self._core._now(conn)
                 rows = _items.run_out(conn, now, _SWEEP)
                 deleted = 0
                 for row in rows:
@@ -262,12 +285,12 @@ class ItemMethods(EngineCore):
                     _versions.lock_key(conn, who, row.fact_key)
                     if not _items.still_run_out(conn, row, now):
                         continue  # put again, or swept by another, since it was read
-                    self._end_item_fact(conn, row, cause=EndCause.EXPIRED, at=row.expires_at)
+                    self._end_fact(conn, row, cause=EndCause.EXPIRED, at=row.expires_at)
                     _items.drop(conn, row.account, row.agent, _items.split(row.namespace), row.key)
                     deleted += 1
                 return len(rows), deleted
 
-            seen, deleted = self._write(work)
+            seen, deleted = self._core._write(work)
             done += deleted
             if seen < _SWEEP:
                 return done
@@ -279,7 +302,7 @@ class ItemMethods(EngineCore):
         *,
         embed: Embedder | None = None,
         account: str | None = None,
-    ) -> list[float]:
+    ) -> builtins.list[float]:
         """How relevant each text is to ``query``: the engine's ranking (BM25 over its words, or
         the cosine of its ``embed=``), or the cosine of ``embed``'s vectors when one is given."""
         if not isinstance(query, str):
@@ -287,23 +310,23 @@ class ItemMethods(EngineCore):
         check_embed(embed)
         if account is not None:
             _validation.name("account", account)
-        ranking = self._ranking if embed is None else self._store_ranking(embed)
-        scores = self._read(lambda conn: ranking.scores(query, list(texts), conn, account))
+        ranking = self._core._ranking if embed is None else self._store_ranking(embed)
+        scores = self._core._read(lambda conn: ranking.scores(query, list(texts), conn, account))
         if embed is None:
-            self._keep_vectors()
+            self._core._keep_vectors()
         return scores
 
     def _store_ranking(self, embed: Embedder) -> Ranking:
         """A ranking by ``embed``'s vectors, which this process keeps (a store's index)."""
-        with self._store_rankings_lock:
-            found = self._store_rankings.get(id(embed))
+        with self._rankings_lock:
+            found = self._rankings.get(id(embed))
             if found is None or found[0] is not embed:
-                while len(self._store_rankings) >= _RANKINGS_KEPT:
-                    self._store_rankings.pop(next(iter(self._store_rankings)))
-                found = self._store_rankings[id(embed)] = (embed, Ranking(self._words, embed))
+                while len(self._rankings) >= _RANKINGS_KEPT:
+                    self._rankings.pop(next(iter(self._rankings)))
+                found = self._rankings[id(embed)] = (embed, Ranking(self._core._words, embed))
             return found[1]
 
-    def _end_item_fact(
+    def _end_fact(
         self,
         conn: Connection,
         row: Row[Any],
@@ -316,16 +339,25 @@ class ItemMethods(EngineCore):
         _versions.lock_person(conn, who.account, who.user)
         _versions.lock_key(conn, who, row.fact_key)
         own = _versions.own_current(conn, who, row.fact_key)
-        if own is None or not _expiry.holds(own, self._now(conn)):
+        if own is None or not _expiry.is_live(own, self._core._now(conn)):
             return
         _writes.end(
             conn,
-            self._writer,
+            self._core._writer,
             who,
             row.fact_key,
             cause=cause,
             at=None if at is None else max(at, own.valid_from),
         )
+
+    aput = _twin(put)
+    adelete = _twin(delete)
+    aget = _twin(get)
+    alist = _twin(list)
+    arefresh = _twin(refresh)
+    anamespaces = _twin(namespaces)
+    asweep = _twin(sweep)
+    arelevance = _twin(relevance)
 
 
 def _ages(item: StoreItem | None) -> bool:

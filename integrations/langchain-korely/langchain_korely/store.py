@@ -148,7 +148,7 @@ class KorelyStore(BaseStore):
 
     def sweep_ttl(self) -> int:
         """Delete every item past its time to live (its fact ends as expired); returns how many."""
-        return self.engine.sweep_items()
+        return self.engine.items.sweep()
 
     async def asweep_ttl(self) -> int:
         return await asyncio.to_thread(self.sweep_ttl)
@@ -221,12 +221,12 @@ class KorelyStore(BaseStore):
 
     def _put(self, op: PutOp) -> None:
         if op.value is None:
-            self.engine.delete_item(self.account, self.agent, op.namespace, op.key)
+            self.engine.items.delete(self.account, self.agent, op.namespace, op.key)
             return
         who, place = self.whose(op.namespace)
         value = dict(op.value)
         words, at = shown(value)
-        self.engine.put_item(
+        self.engine.items.put(
             who,
             op.namespace,
             op.key,
@@ -239,7 +239,7 @@ class KorelyStore(BaseStore):
         )
 
     def _get(self, op: GetOp) -> Item | None:
-        (found,) = self.engine.get_items(
+        (found,) = self.engine.items.get(
             self.account,
             self.agent,
             [(tuple(op.namespace), op.key)],
@@ -254,7 +254,7 @@ class KorelyStore(BaseStore):
         equal, rest = _split_filter(op.filter or {})
         scored: list[tuple[StoreItem, float | None]]
         if not rest and not op.query:  # the database pages what it filtered exactly
-            page = self.engine.list_items(
+            page = self.engine.items.list(
                 self.account,
                 self.agent,
                 prefix,
@@ -265,7 +265,7 @@ class KorelyStore(BaseStore):
             )
             scored = [(i, None) for i in page]
         else:
-            found = self.engine.list_items(
+            found = self.engine.items.list(
                 self.account, self.agent, prefix, live=self._live, equal=equal
             )
             if rest:
@@ -275,17 +275,21 @@ class KorelyStore(BaseStore):
         if op.refresh_ttl:
             aging = [(i.namespace, i.key) for i, _ in scored if i.ttl is not None]
             if aging:
-                self.engine.refresh_items(self.account, self.agent, aging)
+                self.engine.items.refresh(self.account, self.agent, aging)
         return [_search_item(i, score) for i, score in scored]
 
     def _ranked(self, query: str, found: list[StoreItem]) -> list[tuple[StoreItem, float | None]]:
         if self.embeddings is None:
-            scores = self.engine.relevance(query, [_words(i) for i in found], account=self.account)
+            scores = self.engine.items.relevance(
+                query, [_words(i) for i in found], account=self.account
+            )
             order = sorted(range(len(found)), key=lambda n: -scores[n])
             return [(found[n], scores[n]) for n in order]
         texts = [self._embedded(i) for i in found]
         flat = [t for some in texts for t in some]
-        scores = self.engine.relevance(query, flat, embed=self.embeddings, account=self.account)
+        scores = self.engine.items.relevance(
+            query, flat, embed=self.embeddings, account=self.account
+        )
         by_text = dict(zip(flat, scores, strict=True))
         best = [max((by_text[t] for t in some), default=None) for some in texts]
         order = sorted(range(len(found)), key=lambda n: (best[n] is None, -(best[n] or 0.0)))
@@ -310,7 +314,7 @@ class KorelyStore(BaseStore):
         return texts
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        found = self.engine.item_namespaces(self.account, self.agent, live=self._live)
+        found = self.engine.items.namespaces(self.account, self.agent, live=self._live)
         conditions = op.match_conditions or ()
         kept = [ns for ns in found if all(_matches(c, ns) for c in conditions)]
         if op.max_depth is not None:
