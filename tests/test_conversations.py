@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from korely_memory import Identity, MemoryEngine
 from korely_memory._db._schema import memories, memory_terms
-from korely_memory._store import _memories, _versions
+from korely_memory._store import _erasure, _memories, _versions
 from korely_memory._text._days import days_words
 from korely_memory._text._words import Words
 
@@ -314,7 +314,7 @@ def test_a_memory_kept_while_the_one_before_goes_answers_nothing(
         kept: list[int] = []
         with engine.db.connect() as conn, conn.begin():
             _versions.lock_person(conn, giulia.account, giulia.user)
-            _memories.forget(conn, before, clock.now, Words())
+            _erasure.forget_memory(conn, before, clock.now, Words())
             keeping = threading.Thread(
                 target=lambda: kept.append(engine.add_memory(giulia, ANSWER).id)
             )

@@ -24,7 +24,7 @@ from korely_memory import (
 )
 from korely_memory._db import _database, _migrations
 from korely_memory._db._schema import Base
-from korely_memory._store import _versions
+from korely_memory._store import _erasure
 from korely_memory._text import _cache
 
 from .helpers import hold_the_mark_lock
@@ -481,7 +481,8 @@ def test_an_erasure_that_fails_leaves_the_excerpts_in_place(
     def broken(*args: object) -> int:
         raise RuntimeError("the disk went away")
 
-    monkeypatch.setattr(_versions, "erase_words", broken)
+    # The last step: the excerpts, the versions' words and the rest went before it.
+    monkeypatch.setattr(_erasure, "forget_vectors", broken)
     with pytest.raises(RuntimeError):
         engine.forget(giulia, "health", erase=True)
     assert len(engine.search(giulia, "diabetes").memories) == 1

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from sqlalchemy.engine import Connection
 
 from .._read import _candidates
-from .._store import _capture_writes, _memories, _versions
+from .._store import _capture_writes, _erasure, _memories, _versions
 from .._text._extraction import Extractor, operations_from
 from .._values import _validation
 from .._values._identity import Identity
@@ -72,7 +72,7 @@ class MemoryMethods(EngineCore):
         def work(conn: Connection) -> Memory:
             _versions.lock_person(conn, who.account, who.user)
             memory = self._memory_of(conn, who, mid, exclusive=True)
-            _memories.forget(conn, memory, self._now(conn), self._words)
+            _erasure.forget_memory(conn, memory, self._now(conn), self._words)
             return memory
 
         memory = self._write(work)

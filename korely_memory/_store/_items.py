@@ -273,10 +273,10 @@ def erase(conn: Connection, account: str, user: str) -> int:
     )
 
 
-def erase_fact(conn: Connection, fact: Fact) -> None:
+def erase_fact(conn: Connection, fact: Fact) -> int:
     """Delete the item whose words are ``fact``'s: the fact was forgotten, or its words are
-    being erased."""
-    conn.execute(
+    being erased. Returns how many went (0 or 1)."""
+    gone = conn.execute(
         items.delete().where(
             items.c.account == fact.account,
             items.c.agent == fact.agent,
@@ -285,6 +285,7 @@ def erase_fact(conn: Connection, fact: Fact) -> None:
         )
     )
 
+    return int(gone.rowcount)
 
 def expiry(now: dt.datetime, ttl: float | None) -> dt.datetime | None:
     return None if ttl is None else now + dt.timedelta(minutes=ttl)

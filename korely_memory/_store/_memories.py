@@ -31,14 +31,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .._db import _database
-from .._db._schema import ACCOUNT_SPACE, as_utc, facts, memories, memory_terms, personal_row
+from .._db._schema import ACCOUNT_SPACE, as_utc, facts, memories, memory_terms
 from .._text import _days
 from .._text._bm25 import bm25_idf, bm25_term
 from .._text._words import Words
-from .._values._identity import EndCause, Identity
+from .._values._identity import Identity
 from .._values._types import Fact, Memory
-from . import _notes, _versions, _word_index
-from ._vectors import forget_vectors
+from . import _versions, _word_index
 
 RECENT = 200  # memories looked at for one block when every one is scored (embeddings)
 PER_TERM = 200  # postings read per query word for a block
@@ -129,7 +128,7 @@ def _index(conn: Connection, who: Identity, memory_id: int, counts: Counter[str]
     _word_index.touch(conn, [(who.account, who.agent, _versions.owner_key(who.user))])
 
 
-def _unanswer(conn: Connection, account: str, going: Sequence[int], words: Words) -> None:
+def unanswer(conn: Connection, account: str, going: Sequence[int], words: Words) -> None:
     """Before memories go: those that answer one of them, and stay, answer nothing any more,
     their index rebuilt from their own words.
 
@@ -362,13 +361,13 @@ def whole(conn: Connection, account: str, memory_ids: Sequence[int]) -> dict[int
     return {r.id: Memory.from_row(r) for r in rows}
 
 
-def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> list[int]:
+def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> dict[int, str]:
     """Delete the memories that hold the words of ``versions`` (all of one key, before their
     words are erased): those any of them was read from, and those of the same namespace that
     hold most of a version's words (more than half of its distinct words, and at least two
     when it has two), in each version's namespace. Facts read from a deleted memory keep
     their words and lose the link.
-    Returns the ids of the memories deleted."""
+    Returns the memories deleted, by id: their words, whose vectors go too (``_erasure``)."""
     doomed = {v.source_memory_id for v in versions if v.source_memory_id is not None}
     held: dict[int, list[tuple[set[str], int]]] = {}  # memory: (words, how many) per version
     for version in versions:
@@ -390,7 +389,7 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
         for memory_id in found.scalars():
             held.setdefault(memory_id, []).append((set(terms), need))
     if not held and not doomed:
-        return []
+        return {}
     # The index also holds the words of the memory each answers, and its days: a memory goes
     # for its own words.
     account = versions[0].account
@@ -409,10 +408,9 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
     # Found by the words of the memory it answers, which stays: its copy of them goes.
     _reindex(conn, spared, words)
     if not doomed:
-        return []
+        return {}
     ids = sorted(doomed)
-    forget_vectors(conn, account, [row.content for row in rows if row.id in doomed])
-    _unanswer(conn, account, ids, words)
+    unanswer(conn, account, ids, words)
     delete(conn, account, ids)
     gone = [r for r in rows if r.id in doomed]
     # Account facts read from them lose their link: every block of the account shows them.
@@ -421,34 +419,4 @@ def erase_holding(conn: Connection, versions: Sequence[Fact], words: Words) -> l
         {(r.account, r.agent, r.owner_key) for r in gone}
         | {(r.account, r.agent, ACCOUNT_SPACE) for r in gone},
     )
-    return ids
-
-
-def forget(conn: Connection, memory: Memory, now: dt.datetime, words: Words) -> int:
-    """Delete the memory, end the personal facts read from it and remove their words.
-
-    Confirmed account facts read from it stay: they are the account's, and only
-    an administrator may end one. They lose their link to the memory. Returns
-    how many facts ended.
-    """
-    read_from_it = sa.and_(facts.c.account == memory.account, facts.c.source_memory_id == memory.id)
-    personal = sa.and_(read_from_it, sa.text(personal_row("korely_facts")))
-    # Read before the memory goes, which clears the links.
-    read_ids = conn.execute(sa.select(facts.c.id).where(personal)).scalars().all()
-    # One that expired meanwhile ended then, as expired: forgetting the memory does not move it.
-    _versions.end_expired(conn, _versions.versions_where(conn, personal), now)
-    ended = _versions.end_versions(conn, personal, cause=EndCause.FORGOTTEN, now=now)
-    _versions.erase_words(conn, memory.account, personal)
-    forget_vectors(conn, memory.account, [memory.content])
-    _unanswer(conn, memory.account, [memory.id], words)
-    delete(conn, memory.account, [memory.id])
-    # Account facts read from it lose their link: every block of the account shows them.
-    _word_index.touch(
-        conn,
-        [
-            (memory.account, memory.agent, _versions.owner_key(memory.owner)),
-            (memory.account, memory.agent, ACCOUNT_SPACE),
-        ],
-    )
-    _notes.redact(conn, memory.account, read_ids, [memory.id])
-    return len(ended)
+    return {r.id: r.content for r in gone}

@@ -20,7 +20,7 @@ from .._values import _expiry
 from .._values._errors import InvalidRequest, LimitExceeded, NotCurrent, NotFound, PermissionDenied
 from .._values._identity import EndCause, Identity, Scope
 from .._values._types import Fact
-from . import _items, _marks, _memories, _notes, _pending, _versions
+from . import _erasure, _items, _marks, _memories, _versions
 
 
 @dataclass(frozen=True)
@@ -185,8 +185,7 @@ def end(
             _expected(expected_id, key, lambda: None)
         # Nothing is true to end, but its words are asked to go: they do, from every version.
         _versions.end_expired(conn, [own], clock)
-        _erase_key(conn, w, own)
-        _pending.erase_key(conn, who, key)
+        _erasure.erase_key(conn, who, own, w.words)
         return _fact(conn, who.account, own.id)
     true = _own_current(conn, who, key, clock)
 
@@ -210,24 +209,10 @@ def end(
         writer=(who.account, reader) if reader else None,
     )
     if erase:
-        _erase_key(conn, w, old)
-        if old.effective_scope is not Scope.ACCOUNT:  # the person's own words, held or not
-            _pending.erase_key(conn, who, key)
+        _erasure.erase_key(conn, who, old, w.words)
     else:
         _items.erase_fact(conn, old)  # a store's item whose fact ended is gone, value and all
     return _fact(conn, old.account, old.id)
-
-
-def _erase_key(conn: Connection, w: Writer, fact: Fact) -> None:
-    """Remove the words of every version under ``fact``'s key, and the memories holding them."""
-    every = _versions.same_key(fact)
-    versions = _versions.versions_where(conn, every)
-    gone = _memories.erase_holding(conn, versions, w.words)
-    _versions.erase_words(conn, fact.account, every)
-    # After the rows are written: a note being kept holds them (FOR SHARE), so this waits for it
-    # to commit, and then sees it.
-    _notes.redact(conn, fact.account, [v.id for v in versions], gone)
-    _items.erase_fact(conn, fact)
 
 
 def _check_interval(start: dt.datetime, until: dt.datetime | None) -> None:
