@@ -106,7 +106,7 @@ class ApprovalMethods(EngineCore):
         w = self._writer
         _versions.lock_key(conn, who, held.key)
         own = _versions.own_current(conn, who, held.key)
-        holds = own if own is not None and _expiry.holds(own, w.now(conn)) else None
+        holds = own if own is not None and _expiry.is_live(own, w.now(conn)) else None
         if (holds.id if holds is not None else None) != held.drawn_against:
             now = f"version {holds.id} holds now" if holds is not None else "none holds now"
             raise NotCurrent(

@@ -15,10 +15,12 @@ up only in that second case.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -28,6 +30,7 @@ from .._db import _database
 from .._db._schema import (
     ACCOUNT_SPACE,
     UTCDateTime,
+    account_row,
     fact_counts,
     fact_terms,
     facts,
@@ -35,14 +38,13 @@ from .._db._schema import (
     moment_reader,
     moment_writer,
     personal_row,
-    true_account_row,
-    true_personal_row,
 )
 from .._store import _versions, _word_index
 from .._text._cache import TextCache
 from .._text._render import shortest_fact_line
 from .._text._tokens import TokenCounter
 from .._text._words import Words
+from .._values._expiry import expired, live
 from .._values._identity import Identity
 from .._values._types import Fact
 
@@ -53,8 +55,10 @@ MATCHES = 80  # facts taken from them: those matching the most words
 NO_LIMIT = 2**31 - 1
 
 _FIELDS = _versions.FIELDS
-_TRUE_PERSONAL = sa.text(true_personal_row("korely_facts"))
-_TRUE_ACCOUNT = sa.text(true_account_row("korely_facts"))
+# Literals, as in the partial indexes' predicates, so SQLite can use them; with ``live``, the
+# terms of the indexes of the true facts of each namespace.
+_PERSONAL = sa.text(personal_row("korely_facts"))
+_ACCOUNT = sa.text(account_row("korely_facts"))
 
 
 @dataclass
@@ -110,43 +114,84 @@ def candidates(
         params["terms"] = terms
     else:
         params.update({f"t{i}": t for i, t in enumerate(terms)})
-    rows = conn.exec_driver_sql(prepared.sql, prepared.arguments(params)).all()
-    *found_rows, counts = rows
-    own_n, shared_n = counts[1], counts[1 + _FIELDS.index("replaced_by_id")]
-    has_memories = bool(counts[1 + _FIELDS.index("source_memory_id")])
-    paged = [0, 0, 0]
+    rows = conn.exec_driver_sql(prepared.sql, prepared.arguments(params))
+    paged = dict.fromkeys(_Part, 0)
     seen: dict[int, Fact] = {}
     versions: dict[str, tuple[int, int]] = {}
+    counts = _Counts(own=0, shared=0, has_memories=0)
     moment = prepared.moment
-    for row in found_rows:
-        if row[0] == _VERSIONS_PART:
-            versions[row[_OWNER_KEY]] = (row[_VERSION], row[_EXPIRING])
-            continue
-        paged[row[0]] += 1
-        if row[1] not in seen:
-            seen[row[1]] = _fact(tuple(row[1:]), moment)
+    for row in rows.mappings():
+        part = row["kind"]
+        if part == _Part.VERSIONS:
+            kept = _Versions(*(row[column] for column in _VERSIONS_IN))
+            versions[kept.owner_key] = (kept.version, kept.expiring)
+        elif part == _Part.COUNTS:
+            counts = _Counts(*(row[column] for column in _COUNTS_IN))
+        else:
+            paged[part] += 1
+            if row["id"] not in seen:
+                seen[row["id"]] = _fact(_fact_values(row), moment)
     # The statement hides account facts a user's own fact shadows; the index allows one per key.
     found = list(seen.values())
-    complete = page is None or (paged[0] <= page and paged[1] <= page)
+    complete = page is None or (paged[_Part.OWN] <= page and paged[_Part.ACCOUNT] <= page)
     # A kept count that disagrees with the rows (rows written around the engine) yields to them.
-    total = len(found) if complete else max(len(found), (own_n or 0) + shared_n)
+    total = len(found) if complete else max(len(found), (counts.own or 0) + counts.shared)
     found.sort(key=lambda f: (f.modified_at, f.id), reverse=True)
     return Candidates(
         found,
         total,
-        has_memories,
+        bool(counts.has_memories),
         _word_index.versions_from(versions, params["owner"]),
         complete and len(found) == total,
     )
 
 
+# -- the statement's rows, read by the names of their columns -------------------------------
+#
+# Every row has the columns ``kind`` (a `_Part`) and those of facts. A row of facts fills them
+# with a fact; the rows of counts and versions put each of their values in a column of facts of
+# the same type, named below, both where the statement is built and where its rows are read.
+
+
+class _Part(enum.IntEnum):
+    """What a row of the statement holds (its ``kind``)."""
+
+    OWN = 0  # one of the newest true facts of the identity's own
+    ACCOUNT = 1  # one of the newest account facts it sees
+    MATCHING = 2  # one of the facts that match the query best
+    COUNTS = 3  # how many facts there are: one row
+    VERSIONS = 4  # the versions of what a namespace's blocks show: a row per namespace
+
+
+class _Counts(NamedTuple):
+    """The row of counts: the identity's own true facts (its kept count), the account facts it
+    sees, and whether it keeps any memory (0 or 1)."""
+
+    own: Any
+    shared: Any
+    has_memories: Any
+
+
+_COUNTS_IN = _Counts(own="id", shared="replaced_by_id", has_memories="source_memory_id")
+"""The column of facts each count is in."""
+
+
+class _Versions(NamedTuple):
+    """A row of versions: the namespace (its owner key), the version of what its blocks show,
+    and how many of its true facts expire."""
+
+    owner_key: Any
+    version: Any
+    expiring: Any
+
+
+_VERSIONS_IN = _Versions(owner_key="owner", version="id", expiring="replaced_by_id")
+"""The column of facts each part of a row of versions is in."""
+
+_fact_values = operator.itemgetter(*_FIELDS)
+"""A row's fact's values, in the order of the fields of `Fact`, by the columns' names."""
+
 _MOMENTS = [f for f in _FIELDS if isinstance(facts.c[f].type, UTCDateTime)]
-# The rows of the identity's versions, in the columns of facts: the owner key (owner), the
-# version (id), how many of its true facts expire (replaced_by_id).
-_VERSIONS_PART = 4
-_OWNER_KEY = 1 + _FIELDS.index("owner")
-_VERSION = 1 + _FIELDS.index("id")
-_EXPIRING = 1 + _FIELDS.index("replaced_by_id")
 
 
 _FACTS: TextCache[tuple[Any, ...], Fact] = TextCache(4 * 2**20)
@@ -156,7 +201,7 @@ Emptied with the other caches of stored text when a person is erased."""
 
 
 def _fact(values: tuple[Any, ...], moment: Callable[[Any], dt.datetime]) -> Fact:
-    """The fact a row holds (``values``: the row after its part number)."""
+    """The fact a row holds (``values``: its fields' values, in their order)."""
     found = _FACTS.get(values)
     if found is not None:
         return found
@@ -282,24 +327,16 @@ def _now(server_clock: bool) -> Any:
 
 
 def _live(table: Any, server_clock: bool) -> Any:
-    """Not expired at the read's moment: no ``valid_until``, or one still to come."""
-    return sa.or_(table.c.valid_until.is_(None), table.c.valid_until > _now(server_clock))
+    """The version of ``table``'s row is live at the read's moment (``_expiry.live``)."""
+    return live(table, _now(server_clock))
 
 
 def _shadowed(table: Any, server_clock: bool) -> Any:
-    """A user's own true fact under the same key hides the account's (one that expired hides
-    nothing)."""
-    own = facts.alias("own")
-    return sa.exists().where(
-        # The account as bound, not as the outer row's: each table of the statement names it.
-        own.c.account == sa.bindparam("account"),
-        own.c.agent == table.c.agent,
-        own.c.owner_key == sa.bindparam("owner"),
-        own.c.key == table.c.key,
-        # Literals, as in the partial indexes' predicates, so SQLite can use them.
-        sa.text(true_personal_row("own")),
-        _live(own, server_clock),
-    )
+    """The identity's own live fact under the same key hides the account's (``shadowed``)."""
+    # The account as bound, not as the outer row's: each table of the statement names it.
+    account: sa.BindParameter[str] = sa.bindparam("account")
+    owner: sa.BindParameter[str] = sa.bindparam("owner")
+    return _versions.shadowed(table, account=account, owner=owner, now=_now(server_clock))
 
 
 def _expired_own(gone: Any, server_clock: bool) -> list[Any]:
@@ -310,8 +347,7 @@ def _expired_own(gone: Any, server_clock: bool) -> list[Any]:
         gone.c.account == sa.bindparam("account"),
         gone.c.agent == sa.bindparam("agent"),
         gone.c.owner_key == sa.bindparam("owner"),
-        sa.text(f"{gone.name}.valid_until IS NOT NULL AND {gone.name}.ended_recorded_at IS NULL"),
-        gone.c.valid_until <= _now(server_clock),
+        expired(gone, _now(server_clock)),
         sa.text(personal_row(gone.name)),
     ]
 
@@ -321,7 +357,7 @@ def _seen_account_fact(shared: Any, server_clock: bool) -> list[Any]:
     return [
         shared.c.account == sa.bindparam("account"),
         shared.c.agent == sa.bindparam("agent"),
-        sa.text(true_account_row(shared.name)),
+        sa.text(account_row(shared.name)),
         _live(shared, server_clock),
         ~_shadowed(shared, server_clock),
     ]
@@ -370,10 +406,8 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
         .prefix_with("MATERIALIZED")
     )
 
-    def part(kind: int, *where: Any, limit: Any = None, source: Any = facts) -> sa.Select[Any]:
-        select = (
-            sa.select(sa.literal(kind).label("kind"), *columns).select_from(source).where(*where)
-        )
+    def part(kind: _Part, *where: Any, limit: Any = None, source: Any = facts) -> sa.Select[Any]:
+        select = sa.select(_kind(kind), *columns).select_from(source).where(*where)
         if limit is None:
             return select
         inner = select.order_by(*newest).limit(limit).subquery()
@@ -381,17 +415,17 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
 
     parts = [
         part(
-            0,
+            _Part.OWN,
             *mine,
             facts.c.owner_key == owner,
-            _TRUE_PERSONAL,
+            _PERSONAL,
             _live(facts, lateral),
             limit=sa.bindparam("page"),
         ),
         part(
-            1,
+            _Part.ACCOUNT,
             *mine,
-            _TRUE_ACCOUNT,
+            _ACCOUNT,
             _live(facts, lateral),
             ~_shadowed(facts, lateral),
             limit=sa.bindparam("page"),
@@ -444,11 +478,11 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
     if n_terms:
         parts.append(
             part(
-                2,
+                _Part.MATCHING,
                 *mine,
                 sa.or_(
-                    sa.and_(facts.c.owner_key == owner, _TRUE_PERSONAL),
-                    sa.and_(_TRUE_ACCOUNT, ~_shadowed(facts, lateral)),
+                    sa.and_(facts.c.owner_key == owner, _PERSONAL),
+                    sa.and_(_ACCOUNT, ~_shadowed(facts, lateral)),
                 ),
                 _live(facts, lateral),
                 # Driven by the few matching ids, never by a scan of the account's facts.
@@ -458,28 +492,29 @@ def _statement(n_terms: int, lateral: bool = False) -> sa.CompoundSelect[Any]:
             )
         )
     # The versions of what its blocks show (its namespace's and its account's), read with them.
-    in_place = {
-        "id": fact_counts.c.version,
-        "replaced_by_id": fact_counts.c.expiring,
-        "owner": fact_counts.c.owner_key,
-    }
+    kept = _Versions(fact_counts.c.owner_key, fact_counts.c.version, fact_counts.c.expiring)
+    in_place = dict(zip(_VERSIONS_IN, kept, strict=True))
     parts.append(
-        sa.select(sa.literal(_VERSIONS_PART), *(in_place.get(f, sa.null()) for f in _FIELDS)).where(
+        sa.select(_kind(_Part.VERSIONS), *(in_place.get(f, sa.null()) for f in _FIELDS)).where(
             fact_counts.c.account == account,
             fact_counts.c.agent == agent,
             fact_counts.c.owner_key.in_([owner, sa.bindparam("account_space")]),
         )
     )
-    # The counts come last, as a row of their own, in integer columns: the facts of the identity
-    # (id), the account's (replaced_by_id), and whether it keeps a memory (source_memory_id).
+    # The counts, as a row of their own, in integer columns (``_COUNTS_IN``).
     has_memories = sa.exists().where(
         memories.c.account == account, memories.c.agent == agent, memories.c.owner_key == owner
     )
     has = sa.case((has_memories, 1), else_=0)
-    in_column = {"id": own_n, "replaced_by_id": shared_n, "source_memory_id": has}
+    in_column = dict(zip(_COUNTS_IN, _Counts(own_n, shared_n, has), strict=True))
     counts = [in_column.get(f, sa.null()) for f in _FIELDS]
-    parts.append(sa.select(sa.literal(3), *counts))
+    parts.append(sa.select(_kind(_Part.COUNTS), *counts))
     return sa.union_all(*parts)
+
+
+def _kind(part: _Part) -> Any:
+    """The column that says what a row holds."""
+    return sa.literal(int(part)).label("kind")
 
 
 # -- search: BM25 over every true fact, computed by the database ------------------------------
@@ -519,9 +554,9 @@ def best_matching(
         "now": now,
         "limit": limit,
     }
-    rows = conn.execute(statement, params).all()
-    found = [(_versions.from_values(row[2:]), row[1]) for row in rows]
-    return Matching(found, bool(rows[0][0]) if rows else None)
+    rows = conn.execute(statement, params).mappings().all()
+    found = [(_versions.from_values(_fact_values(row)), row["score"]) for row in rows]
+    return Matching(found, bool(rows[0]["has_memories"]) if rows else None)
 
 
 @functools.lru_cache(maxsize=2)
@@ -635,7 +670,7 @@ def _search_statement(dialect: str) -> sa.Select[Any]:
             1,
         ),
         else_=0,
-    )
+    ).label("has_memories")
     return (
         sa.select(has_memories, top.c.score, *(facts.c[f] for f in _FIELDS))
         .select_from(

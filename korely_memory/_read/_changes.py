@@ -177,5 +177,5 @@ def _current_same_keys(
             facts.c.ended_recorded_at.is_(None),
         )
     ).all()
-    found = [f for r in rows if _expiry.holds(f := Fact.from_row(r), now)]
+    found = [f for r in rows if _expiry.is_live(f := Fact.from_row(r), now)]
     return {(f.account, f.agent, _versions.namespace_of(f), f.key): f for f in found}

@@ -117,7 +117,7 @@ def _one(
                 _versions.own_current(conn, who, key),
                 _versions.account_current(conn, who, key),
             )
-            if f is not None and _expiry.holds(f, now)
+            if f is not None and _expiry.is_live(f, now)
         ),
         None,
     )

@@ -25,9 +25,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Row
 
-from .._db._schema import UTCDateTime, facts, items, true_personal_row
+from .._db._schema import UTCDateTime, facts, items, personal_row, true_personal_row
 from .._values import _validation
 from .._values._errors import InvalidRequest
+from .._values._expiry import due, is_due, live, to_come
 from .._values._types import Fact, StoreItem
 
 SEPARATOR = "."
@@ -221,7 +222,7 @@ def still_run_out(conn: Connection, row: Row[Any], now: dt.datetime) -> bool:
     """Whether the item of ``row`` is still there and still past its time to live (read again
     under its fact's lock: a put may have given it time since)."""
     found = conn.execute(_ROW, _ref(row.account, row.agent, split(row.namespace), row.key)).first()
-    return found is not None and found.expires_at is not None and found.expires_at <= now
+    return found is not None and is_due(found.expires_at, now)
 
 
 def drop(conn: Connection, account: str, agent: str, ns: Sequence[str], key: str) -> None:
@@ -240,7 +241,7 @@ def refresh(
     done = 0
     for ns, key in sorted(set(refs)):
         found = conn.execute(_ROW, _ref(account, agent, ns, key)).first()
-        if found is None or found.ttl is None or not found.expires_at > now:
+        if found is None or found.ttl is None or is_due(found.expires_at, now):
             continue
         change = {"expires_at": expiry(now, found.ttl)}
         done += conn.execute(_UPDATE, _where(account, agent, ns, key) | change).rowcount
@@ -252,7 +253,7 @@ def run_out(conn: Connection, now: dt.datetime, limit: int = 500) -> list[Row[An
     return list(
         conn.execute(
             sa.select(items)
-            .where(items.c.expires_at <= now)
+            .where(due(items.c.expires_at, now))
             .order_by(items.c.expires_at)
             .limit(limit)
         )
@@ -284,8 +285,8 @@ def erase_fact(conn: Connection, fact: Fact) -> int:
             items.c.fact_key == fact.key,
         )
     )
-
     return int(gone.rowcount)
+
 
 def expiry(now: dt.datetime, ttl: float | None) -> dt.datetime | None:
     return None if ttl is None else now + dt.timedelta(minutes=ttl)
@@ -335,11 +336,14 @@ def _where(account: str, agent: str, ns: Sequence[str], key: str) -> dict[str, A
     return {f"where_{k}": v for k, v in _ref(account, agent, ns, key).items()}
 
 
+_NOW = sa.func.coalesce(sa.bindparam("now", type_=UTCDateTime()), sa.func.now())
 _TRUE_PERSONAL = sa.text(true_personal_row("korely_facts"))
 """As text, as the partial unique index states it: PostgreSQL's generic plan would not use the
 index for a bound 'account'."""
+_LIVE_PERSONAL = sa.and_(sa.text(personal_row("korely_facts")), live(facts, _NOW))
+"""A user's fact (or proposal) live at the read's moment: the index's terms, as ``_TRUE_PERSONAL``
+states them, and the version's ``valid_until`` still to come."""
 _ALL = 2**62  # a LIMIT both databases take for "no limit"
-_NOW = sa.func.coalesce(sa.bindparam("now", type_=UTCDateTime()), sa.func.now())
 
 
 def _params(account: str, agent: str, now: dt.datetime | None, live: bool) -> dict[str, Any]:
@@ -360,34 +364,34 @@ def _reads(postgres: bool) -> _Reads:
     """On PostgreSQL the true fact is looked up item by item (LATERAL), by its unique index:
     joined, a table just filled and not analysed yet can get a plan that reads every fact for
     every item. SQLite's planner uses the index for the join."""
-    same = (
-        # The account as bound, as the items': every table of the statement names it.
-        facts.c.account == sa.bindparam("account"),
-        facts.c.agent == items.c.agent,
-        facts.c.owner_key == items.c.owner_key,
-        facts.c.key == items.c.fact_key,
-        _TRUE_PERSONAL,
-    )
-    true: Any
-    if postgres:
+
+    def with_fact(state: Any) -> tuple[Any, Any]:
+        """The items, each joined with its fact in ``state``; and where the fact's id is."""
+        same = (
+            # The account as bound, as the items': every table of the statement names it.
+            facts.c.account == sa.bindparam("account"),
+            facts.c.agent == items.c.agent,
+            facts.c.owner_key == items.c.owner_key,
+            facts.c.key == items.c.fact_key,
+            state,
+        )
+        if not postgres:
+            return facts, items.join(facts, sa.and_(*same))
         true = (
-            sa.select(facts.c.id, facts.c.valid_until)
+            sa.select(facts.c.id)
             .where(*same)
             .limit(1)  # one at most (the index is unique); and kept from being made a join
             .lateral("true_fact")
         )
-        source = items.join(true, sa.true())
-    else:
-        true, source = facts, items.join(facts, sa.and_(*same))
+        return true, items.join(true, sa.true())
+
+    # An item is read while its fact is live; an export lists it while its fact is true.
+    true, source = with_fact(_LIVE_PERSONAL)
+    held, of_person = with_fact(_TRUE_PERSONAL)
     readable = (
         items.c.account == sa.bindparam("account"),
         items.c.agent == sa.bindparam("agent"),
-        sa.or_(true.c.valid_until.is_(None), true.c.valid_until > _NOW),
-        sa.or_(
-            sa.bindparam("any_time", type_=sa.Boolean()),
-            items.c.expires_at.is_(None),
-            items.c.expires_at > _NOW,
-        ),
+        sa.or_(sa.bindparam("any_time", type_=sa.Boolean()), to_come(items.c.expires_at, _NOW)),
     )
     read = sa.select(items, true.c.id.label("true_id")).select_from(source).where(*readable)
     # Under a prefix: the namespace is the prefix or starts with its labels, compared as text,
@@ -412,8 +416,8 @@ def _reads(postgres: bool) -> _Reads:
         under=under,
         namespaces=sa.select(items.c.namespace).select_from(source).where(*readable).distinct(),
         person=(
-            sa.select(items, true.c.id.label("true_id"))
-            .select_from(source)
+            sa.select(items, held.c.id.label("true_id"))
+            .select_from(of_person)
             .where(
                 items.c.account == sa.bindparam("account"),
                 items.c.owner_key == sa.bindparam("owner_key"),

@@ -34,7 +34,7 @@ def decide(
     fact = _versions.by_id(conn, account, fact_id)  # read again under the locks
     if fact is None:  # its owner was erased meanwhile
         raise NotFound(f"no fact {fact_id} in account {account!r}")
-    if _expiry.expired(fact, now):  # nothing to review: it is no longer true
+    if _expiry.is_expired(fact, now):  # nothing to review: it is no longer true
         _versions.end_expired(conn, [fact], now)
         fact = _versions.by_id(conn, account, fact_id)
         assert fact is not None
@@ -54,7 +54,7 @@ def decide(
     now = max(now, fact.recorded_at)
     if confirm:
         replaced = _versions.account_current(conn, subject, fact.key)
-        if replaced is not None and _expiry.expired(replaced, now):
+        if replaced is not None and _expiry.is_expired(replaced, now):
             _versions.end_expired(conn, [replaced], now)  # it ended then, as expired
             replaced = None
         if replaced is not None:
@@ -111,7 +111,7 @@ def queue(conn: Connection, account: str, agent: str | None, now: dt.datetime) -
     if agent is not None:
         where.append(facts.c.agent == agent)
     rows = conn.execute(sa.select(facts).where(*where).order_by(facts.c.recorded_at, facts.c.id))
-    return [f for r in rows if _expiry.holds(f := Fact.from_row(r), now)]
+    return [f for r in rows if _expiry.is_live(f := Fact.from_row(r), now)]
 
 
 def listed(conn: Connection, account: str, user: str) -> bool:

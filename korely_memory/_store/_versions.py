@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from .._db import _database
 from .._db._schema import ACCOUNT_SPACE, facts, personal_row, true_account_row, true_personal_row
 from .._text._words import Words, findable
-from .._values._expiry import expired, holds, seen_at
+from .._values._expiry import expired, is_due, is_expired, is_live, live, seen_at
 from .._values._identity import EndCause, Identity, Scope
 from .._values._types import FACT_FIELDS, Fact
 from . import _marks, _word_index
@@ -69,8 +69,11 @@ _OWN_CURRENT = sa.select(*_ROW).where(*_MINE, facts.c.key == sa.bindparam("key")
 _ACCOUNT_CURRENT = sa.select(*_ROW).where(
     *_MINE[:2], facts.c.key == sa.bindparam("key"), _TRUE_ACCOUNT
 )
-_LIVE = sa.or_(facts.c.valid_until.is_(None), facts.c.valid_until > sa.bindparam("now"))
-_COUNT_OWN = sa.select(sa.func.count()).select_from(facts).where(*_MINE, _TRUE_PERSONAL, _LIVE)
+_COUNT_OWN = (
+    sa.select(sa.func.count())
+    .select_from(facts)
+    .where(*_MINE, sa.text(personal_row("korely_facts")), live(facts, sa.bindparam("now")))
+)
 _BY_ID = sa.select(*_ROW).where(
     facts.c.account == sa.bindparam("account"), facts.c.id == sa.bindparam("fact_id")
 )
@@ -98,7 +101,7 @@ def end_expired(conn: Connection, found: Iterable[Fact], now: dt.datetime) -> li
     its ``valid_until`` (never before it was recorded). Returns their ids."""
     ended: list[int] = []
     for fact in found:
-        if expired(fact, now):
+        if is_expired(fact, now):
             assert fact.valid_until is not None
             ended += end_versions(
                 conn,
@@ -110,10 +113,7 @@ def end_expired(conn: Connection, found: Iterable[Fact], now: dt.datetime) -> li
     return ended
 
 
-_EXPIRED = sa.select(*_ROW).where(
-    sa.text("korely_facts.valid_until IS NOT NULL AND korely_facts.ended_recorded_at IS NULL"),
-    facts.c.valid_until <= sa.bindparam("now"),
-)
+_EXPIRED = sa.select(*_ROW).where(expired(facts, sa.bindparam("now")))
 
 
 def end_all_expired(conn: Connection, now: dt.datetime) -> int:
@@ -213,18 +213,22 @@ def chain_end(conn: Connection, fact: Fact, now: dt.datetime) -> Fact | None:
             return None
         seen.add(nxt.id)
         fact = nxt
-    return fact if holds(fact, now) else None
+    return fact if is_live(fact, now) else None
 
 
 def visible(conn: Connection, who: Identity, now: dt.datetime) -> list[Fact]:
     """Every fact true at ``now`` that ``who`` sees: its own, then confirmed account facts it
     does not shadow (an expired fact of its own shadows nothing)."""
     rows = conn.execute(_VISIBLE, _names(who))
-    return shadow(f for r in rows if holds(f := from_values(r), now))
+    return shadow(f for r in rows if is_live(f := from_values(r), now))
 
 
 def shadow(found: Iterable[Fact]) -> list[Fact]:
-    """One fact per key: the user's own wins over the account's, then the latest version."""
+    """One fact per key: the user's own wins over the account's, then the latest version.
+
+    ``found``: live facts (``is_live``), so that one of the user's that expired hides nothing.
+    The rule in SQL, for a statement that leaves the hidden account facts out: ``shadowed``.
+    """
     best: dict[str, Fact] = {}
     for fact in found:
         held = best.get(fact.key)
@@ -235,6 +239,22 @@ def shadow(found: Iterable[Fact]) -> list[Fact]:
 
 def _precedence(fact: Fact) -> tuple[int, dt.datetime, int]:
     return (0 if fact.effective_scope is Scope.ACCOUNT else 1, fact.recorded_at, fact.id)
+
+
+def shadowed(shared: Any, *, account: Any, owner: Any, now: Any) -> sa.Exists:
+    """SQL of ``shadow``'s rule, for the account fact a row of ``shared`` holds: the user
+    ``owner`` (its owner key) of ``account`` has a live fact of their own under its key, which
+    hides it. One of theirs that expired by ``now`` hides nothing."""
+    own = facts.alias("own")
+    return sa.exists().where(
+        own.c.account == account,
+        own.c.agent == shared.c.agent,
+        own.c.owner_key == owner,
+        own.c.key == shared.c.key,
+        # A literal, as in the partial index's predicate, so SQLite can use the index.
+        sa.text(personal_row("own")),
+        live(own, now),
+    )
 
 
 def every_version(
@@ -273,12 +293,12 @@ def as_of(
         )
         # An expiry is known from the moment the version was recorded.
         if at is None:
-            if ended_then or (f.valid_until is not None and known and f.valid_until <= known):
+            if ended_then or (known is not None and is_due(f.valid_until, known)):
                 continue
         elif (
             f.valid_from > at
             or (ended_then and f.invalid_at is not None and f.invalid_at <= at)
-            or (f.valid_until is not None and f.valid_until <= at)
+            or is_due(f.valid_until, at)
         ):
             continue
         chosen.append(f)

@@ -67,7 +67,7 @@ def record(
         shared = _versions.account_current(conn, who, key)
         if (
             shared is not None
-            and _expiry.holds(shared, now)
+            and _expiry.is_live(shared, now)
             and (shared.content, shared.valid_until, valid_until) == (content, None, None)
         ):
             return shared
@@ -180,7 +180,7 @@ def end(
     _versions.lock_key(conn, who, key)
     clock = w.now(conn)
     own = _versions.own_current(conn, who, key)
-    if erase and own is not None and _expiry.expired(own, clock):
+    if erase and own is not None and _expiry.is_expired(own, clock):
         if expected_id is not None and expected_id != own.id:
             _expected(expected_id, key, lambda: None)
         # Nothing is true to end, but its words are asked to go: they do, from every version.
@@ -250,7 +250,7 @@ def _own_current(conn: Connection, who: Identity, key: str, now: dt.datetime) ->
     """The identity's own fact true at ``now`` under ``key``; one that expired by then is ended
     first (as expired), so the key is free."""
     old = _versions.own_current(conn, who, key)
-    if old is not None and _expiry.expired(old, now):
+    if old is not None and _expiry.is_expired(old, now):
         _versions.end_expired(conn, [old], now)
         return None
     return old
@@ -310,7 +310,7 @@ def _replace(
     fact = _fact(conn, who.account, new_id)
     if follow and fact.effective_scope is not Scope.ACCOUNT:
         _items.follow(conn, fact, moment)
-    if _expiry.expired(fact, moment):
+    if _expiry.is_expired(fact, moment):
         _versions.end_expired(conn, [fact], moment)
         return _fact(conn, who.account, new_id)
     if reader is not None:
@@ -332,7 +332,7 @@ def _account_fact(
     """The confirmed account fact under ``key``, when ``who`` may ``verb`` it (or propose)."""
     _versions.lock_key(conn, who, key, shared=True)
     shared = _versions.account_current(conn, who, key)
-    if shared is not None and _expiry.expired(shared, now):
+    if shared is not None and _expiry.is_expired(shared, now):
         _versions.end_expired(conn, [shared], now)
         shared = None
     if shared is None:
