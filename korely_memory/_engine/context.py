@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 from collections.abc import Collection, Sequence
 
 from sqlalchemy.engine import Connection
 
-from .._read import _candidates, _read_path
+from .._read import _read_path
 from .._store import _marks, _notes
-from .._text import _cache, _render
+from .._text import _render
 from .._values import _validation
-from .._values._errors import InvalidRequest
 from .._values._identity import Identity
 from .._values._types import Change, ContextBlock, Fact, Note
 from .core import EngineCore, Moment
@@ -83,70 +83,84 @@ class ContextMethods(EngineCore):
             InvalidRequest: An argument breaks a rule (a budget the stable note
                 does not fit in, with a tokenizer of yours, among them).
         """
-        with self._turns:  # a read served from what this process kept runs whole, in turns
-            request = _read_path.ReadRequest.of(
-                who,
-                query,
-                reader=reader,
-                token_budget=token_budget,
-                changes=changes,
-                as_of=as_of,
-                known_as_of=known_as_of,
-                hold=hold,
-                default_hold=_validation.DEFAULT_HOLD,
-                renew=renew,
-            )
-            noting = _validation.label("conversation", conversation, optional=True) is not None
-            _validation.label("anchor", anchor, optional=True)
-            seqs = _validation.seqs("present", present)
-            if not noting and (anchor is not None or seqs is not None):
-                raise InvalidRequest("conversation", "is needed with anchor or present")
-            if noting and request.of_the_past:
-                raise InvalidRequest("conversation", "cannot be given with as_of or known_as_of")
-            owed = self._owed_to(request.who.account, request.reader) if request.marking else []
-            kept = None if noting or owed else self._kept(request)
-        if isinstance(kept, ContextBlock):
-            return kept
-        if not noting and self._blocks.reusable(request, self._ranking):
-            return self._block_without_reader(request)
-        token = _read_path.hold_token(request)
-        steady = (
-            not noting and not owed and self._blocks.reusable_for_reader(request, self._ranking)
+        request = _read_path.ReadRequest.of(
+            who,
+            query,
+            reader=reader,
+            token_budget=token_budget,
+            changes=changes,
+            as_of=as_of,
+            known_as_of=known_as_of,
+            hold=hold,
+            default_hold=_validation.DEFAULT_HOLD,
+            renew=renew,
+        )
+        noting = _read_path.NoteRequest.of(request, conversation, anchor, present)
+        request = self._owing(request)
+        if noting is not None:
+            return self._conversation_note(request, noting)
+        return self._blocks.serve(request, lambda: self._made(request), self._reading)
+
+    def _owing(self, request: _read_path.ReadRequest) -> _read_path.ReadRequest:
+        """``request``, with the versions its reader was handed by reads that gave way: this
+        read marks them."""
+        if not request.marking:
+            return request
+        return request.with_owed(self._owed_to(request.who.account, request.reader))
+
+    @functools.cached_property
+    def _reading(self) -> _read_path.Reading:
+        """What the look-ups of the blocks this process kept run on."""
+        return _read_path.Reading(
+            read=self._read,
+            clock=self._read_clock(),
+            ranking=self._ranking,
+            count=self._tokens,
+            turns=self._turns,
         )
 
-        def read(
-            conn: Connection,
-        ) -> tuple[_read_path.Gathered, ContextBlock, dict[int, dt.datetime], dt.datetime | None]:
+    def _made(self, request: _read_path.ReadRequest) -> _read_path.Made:
+        """The block of ``request`` made from the database: gathered, chosen and rendered from
+        one snapshot, then (for a reader) marked, and settled as the mark step left it."""
+        token = _read_path.hold_token(request)
+        drafted = self._drafted(request, token)
+        self._keep_vectors()
+        if not request.marking:
+            return _read_path.Made(drafted.block, drafted.gathered)
+        return _read_path.Made(self._marked(request, drafted, token), drafted.gathered)
+
+    def _drafted(self, request: _read_path.ReadRequest, token: str | None) -> _read_path.Drafted:
+        """Gather, choose and render: the candidates, the block drafted as if every change it
+        shows is told, and the reader's last reads of its facts, all from one snapshot (a read
+        of one statement, or two or three with memories, needs no transaction)."""
+        several = request.marking or request.of_the_past
+
+        def read(conn: Connection) -> _read_path.Drafted:
             # A read that marks, or of the past, runs several statements: it reads the clock
             # first. The common read is one statement, which reads the server's clock itself.
-            marks = request.marking or request.of_the_past
-            now = self._now(conn) if marks else self._now_or_server(conn)
-            gathered = _read_path.gather(conn, request, self._ranking, self._tokens, now, owed)
+            now = self._now(conn) if several else self._now_or_server(conn)
+            gathered = _read_path.gather(
+                conn, request, self._ranking, self._tokens, now, request.owed
+            )
             block = _read_path.draft(
                 gathered, request, self._ranking, self._tokens, token=token, conn=conn
             )
-            if not request.marking or request.reader is None:
-                return gathered, block, {}, now
+            if not request.marking:
+                return _read_path.Drafted(gathered, block, {}, now)
+            assert request.reader is not None
             ids = [f.id for f in block.facts]
-            return (
-                gathered,
-                block,
-                _marks.last_reads(conn, request.who.account, request.reader, ids),
-                now,
-            )
+            last = _marks.last_reads(conn, request.who.account, request.reader, ids)
+            return _read_path.Drafted(gathered, block, last, now)
 
-        # A read that marks, or of the past, takes several statements from one snapshot; the
-        # common read is one statement (two or three with memories) and needs no transaction.
-        since = _cache.generation()
-        gathered, block, last, now = self._read(
-            read, snapshot=request.marking or request.of_the_past
-        )
-        self._keep_vectors()
-        if not request.marking:
-            if conversation is not None:
-                return self._noted(request, block, conversation, anchor, seqs, gathered)
-            return block
-        assert request.reader is not None
+        return self._read(read, snapshot=several)
+
+    def _marked(
+        self, request: _read_path.ReadRequest, drafted: _read_path.Drafted, token: str | None
+    ) -> ContextBlock:
+        """Mark: write the marks of what the drafted block hands over and claim what it tells
+        (in a transaction of its own, which may give way); the block as that left it."""
+        gathered, block, now = drafted.gathered, drafted.block, drafted.now
+        assert request.reader is not None and now is not None  # a read that marks
 
         def redraw(told: Sequence[Change], more: int | None) -> ContextBlock:
             return _read_path.draft(
@@ -159,28 +173,26 @@ class ContextMethods(EngineCore):
                 token=token,
             )
 
-        assert now is not None  # read for a read that marks
         claimed = self._write_marks(
             request.who,
             request.reader,
             block.facts,
-            last,
+            drafted.last_reads,
             now,
             tells=block.changed,
             pending=gathered.pending,
             hold=_read_path.new_hold(request, token, now),
             renewing=request.renew,
         )
-        whole = _read_path.settle(block, gathered, claimed, redraw)
-        if conversation is not None:
-            return self._noted(request, whole, conversation, anchor, seqs, gathered)
-        if steady and not (
-            whole.changed or whole.gave_way or whole.receipt or gathered.pending.changes
-        ):
-            # Nothing told, nothing waiting: the block a read without a reader would make.
-            page = _candidates.page_size(request.budget, self._tokens)
-            self._blocks.keep(request, page, gathered, whole, since)
-        return whole
+        return _read_path.settle(block, gathered, claimed, redraw)
+
+    def _conversation_note(
+        self, request: _read_path.ReadRequest, noting: _read_path.NoteRequest
+    ) -> ContextBlock:
+        """``conversation=``: the turn's whole block, made and marked as any read's, then its
+        note for the conversation, kept. Never served from, nor kept in, the blocks kept."""
+        made = self._made(request)
+        return self._noted(request, made.block, noting, made.gathered)
 
     def notes(self, who: Identity, conversation: str) -> list[Note]:
         """The notes kept for ``conversation`` (``get_context(..., conversation=...)``), oldest
@@ -197,13 +209,12 @@ class ContextMethods(EngineCore):
         self,
         request: _read_path.ReadRequest,
         whole: ContextBlock,
-        conversation: str,
-        anchor: str | None,
-        present: frozenset[int] | None,
+        noting: _read_path.NoteRequest,
         gathered: _read_path.Gathered,
     ) -> ContextBlock:
-        """The note of ``whole`` (the block for this turn) for ``conversation``, kept."""
+        """The note of ``whole`` (the block for this turn) for the conversation, kept."""
         who = request.who
+        conversation, anchor, present = noting.conversation, noting.anchor, noting.present
 
         def work(conn: Connection) -> ContextBlock:
             _notes.lock(conn, who, conversation)
@@ -288,51 +299,3 @@ class ContextMethods(EngineCore):
         """
         held = _read_path.parse_receipt(receipt)
         return self._write(lambda conn: _marks.release(conn, held))
-
-    def _kept(self, request: _read_path.ReadRequest) -> ContextBlock | None:
-        """The block of ``request`` from what this process kept, while it is still what the
-        database holds (one look-up): the block kept for the same request; for a read without a
-        reader, else one made from the identity's facts read earlier (only its memories are
-        read, on the same connection)."""
-        if self._blocks.reusable(request, self._ranking):
-            page = _candidates.page_size(request.budget, self._tokens)
-            if not self._blocks.holds(request, page):
-                return None
-
-            def read(conn: Connection) -> tuple[ContextBlock | None, _read_path.Gathered | None]:
-                kept = self._blocks.reuse(conn, request, page)
-                if not isinstance(kept, _read_path.KeptFacts):
-                    return kept, None
-                return self._made(conn, request, kept)
-
-            since = _cache.generation()
-            block, gathered = self._read(read)
-            if block is not None and gathered is not None:
-                self._blocks.keep(request, page, gathered, block, since)
-            return block
-        if self._blocks.reusable_for_reader(request, self._ranking) and self._blocks.holds(request):
-            clock = self._read_clock()
-            return self._read(lambda conn: self._blocks.reuse_for_reader(conn, request, clock))
-        return None
-
-    def _made(
-        self,
-        conn: Connection,
-        request: _read_path.ReadRequest,
-        facts: _read_path.KeptFacts | None = None,
-    ) -> tuple[ContextBlock, _read_path.Gathered]:
-        """The block of a read without a reader, made on ``conn`` (``facts``: the identity's
-        facts, read earlier and still what it sees)."""
-        now = self._now_or_server(conn)
-        gathered = _read_path.gather(
-            conn, request, self._ranking, self._tokens, now, read_before=facts
-        )
-        return _read_path.draft(gathered, request, self._ranking, self._tokens), gathered
-
-    def _block_without_reader(self, request: _read_path.ReadRequest) -> ContextBlock:
-        """A read without a reader, made from the database, and kept."""
-        since = _cache.generation()
-        block, gathered = self._read(lambda conn: self._made(conn, request))
-        page = _candidates.page_size(request.budget, self._tokens)
-        self._blocks.keep(request, page, gathered, block, since)
-        return block

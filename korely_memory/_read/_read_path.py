@@ -3,13 +3,18 @@
 ``MemoryEngine.get_context`` owns the transactions and calls these steps in
 order; each step here only decides:
 
-1. ``ReadRequest.of``: the arguments, checked.
-2. ``gather`` (in the read's snapshot, no locks): the candidate facts, the
+1. ``ReadRequest.of`` (and ``NoteRequest.of`` for a conversation's note): the
+   arguments, checked.
+2. ``BlockCache.serve``: a block this process kept, while it is still what the
+   database holds; otherwise the block is made (the steps below) and kept when
+   it may be.
+3. ``gather`` (in the read's snapshot, no locks): the candidate facts, the
    memories worth showing, and the reader's pending changes.
-3. ``draft``: the block as it would be if every change it shows is told.
-4. ``mark_work`` (from marks read in the same snapshot): what the read must
+4. ``draft``: the facts, changes and memories chosen and rendered, as the
+   block would be if every change it shows is told.
+5. ``mark_work`` (from marks read in the same snapshot): what the read must
    write; nothing for a steady read.
-5. The engine writes that in a short transaction of its own, which may give
+6. The engine writes that in a short transaction of its own, which may give
    way to a busy lock; ``settle`` then returns the block as it really is:
    without the changes another read took, or without any when it gave way.
 """
@@ -23,6 +28,7 @@ import re
 import secrets
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +36,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .._store import _marks, _memories, _versions, _word_index
-from .._text import _render
+from .._text import _cache, _render
 from .._text._cache import TextCache
 from .._text._tokens import TokenCounter
 from .._values import _expiry, _validation
@@ -57,6 +63,10 @@ class ReadRequest:
     hold: dt.timedelta | None
     renew: str | None = None
     """The hold token of an earlier block whose changes this read shows again."""
+    owed: tuple[Fact, ...] = ()
+    """Versions this reader was handed by reads of this process that gave way, still to be
+    marked (``with_owed``): a read that owes marks is made afresh, never served from a kept
+    block."""
 
     @classmethod
     def of(
@@ -100,6 +110,38 @@ class ReadRequest:
     def marking(self) -> bool:
         """Whether this read keeps marks and tells changes."""
         return self.reader is not None and not self.of_the_past
+
+    def with_owed(self, owed: Sequence[Fact]) -> ReadRequest:
+        """This request, for a reader owed the marks of ``owed``."""
+        return dataclasses.replace(self, owed=tuple(owed)) if owed else self
+
+
+@dataclass(frozen=True)
+class NoteRequest:
+    """``get_context``'s ``conversation``, ``anchor`` and ``present``, checked: the block is a
+    note for the conversation."""
+
+    conversation: str
+    anchor: str | None
+    present: frozenset[int] | None
+    """The ``seq`` of the earlier notes still in the prompt; None: all of them."""
+
+    @classmethod
+    def of(
+        cls, request: ReadRequest, conversation: object, anchor: object, present: object
+    ) -> NoteRequest | None:
+        """The note asked for, None when no ``conversation`` is given, or ``InvalidRequest``
+        naming the first argument that breaks a rule."""
+        named = _validation.label("conversation", conversation, optional=True)
+        pinned = _validation.label("anchor", anchor, optional=True)
+        seqs = _validation.seqs("present", present)
+        if named is None:
+            if pinned is not None or seqs is not None:
+                raise InvalidRequest("conversation", "is needed with anchor or present")
+            return None
+        if request.of_the_past:
+            raise InvalidRequest("conversation", "cannot be given with as_of or known_as_of")
+        return cls(named, pinned, seqs)
 
 
 @dataclass
@@ -227,6 +269,26 @@ def gather(
         ended.sort(key=lambda f: (f.ended_recorded_at, f.id), reverse=True)
         gathered.pending = _changes.resolve(conn, who, ended, request.kinds, now)
     return gathered
+
+
+@dataclass(frozen=True)
+class Made:
+    """A block made from the database, with what its read gathered (which says whether it may
+    be kept)."""
+
+    block: ContextBlock
+    gathered: Gathered
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """What a read took from its snapshot: the candidates, the block drafted from them, the
+    reader's last reads of its facts, and the read's moment."""
+
+    gathered: Gathered
+    block: ContextBlock
+    last_reads: dict[int, dt.datetime]
+    now: dt.datetime | None
 
 
 def draft(
@@ -464,16 +526,30 @@ def _last_ended(fact: Fact) -> tuple[dt.datetime, int]:
     return (fact.ended_recorded_at or fact.recorded_at, fact.id)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What the look-ups of kept blocks run on: the engine's read transaction, the clock a read
+    of one statement takes its moment from (None: the server's, read by the statement), its
+    ranking and token counter, and the turns its threads take at a look-up."""
+
+    read: Callable[[Callable[[Connection], Any]], Any]
+    clock: Callable[[], dt.datetime] | None
+    ranking: Ranking
+    count: TokenCounter
+    turns: AbstractContextManager[Any]
+
+
 class BlockCache:
-    """What reads without a reader made, kept by this process and reused while nothing it
-    depends on has changed: the versions of the identity's namespace and account
-    (``_word_index.versions``, drawn anew by every write to what a block shows, in the write's
-    own transaction) are those read with it, and no fact of theirs expires.
+    """Blocks this process made, kept and reused while nothing they depend on has changed: the
+    versions of the identity's namespace and account (``_word_index.versions``, drawn anew by
+    every write to what a block shows, in the write's own transaction) are those read with
+    them, and no fact of theirs expires.
 
     Two things are kept: the block of a request (identity, query, budget), handed back whole
-    when the same request comes again; and, for an identity whose newest page holds every fact
-    it sees, those facts, so that a read with another query reads only its memories. Bounded in
-    bytes; emptied, with the other caches of stored text, when a person is erased.
+    when the same request comes again (to a reader too, while it has nothing to tell it and
+    nothing to write); and, for an identity whose newest page holds every fact it sees, those
+    facts, so that a read without a reader with another query reads only its memories. Bounded
+    in bytes; emptied, with the other caches of stored text, when a person is erased.
     """
 
     def __init__(self, max_bytes: int = 8 * 2**20) -> None:
@@ -482,11 +558,62 @@ class BlockCache:
         )
         self._facts: TextCache[_FactsKey, KeptFacts] = TextCache(max_bytes, _facts_size)
 
-    @staticmethod
-    def reusable(request: ReadRequest, ranking: Ranking) -> bool:
-        """A read whose block depends only on what the versions cover: no reader, not of the
-        past, words only (embeddings read every fact)."""
-        return request.reader is None and not request.of_the_past and not ranking.reads_every_fact
+    def serve(
+        self, request: ReadRequest, make: Callable[[], Made], reading: Reading
+    ) -> ContextBlock:
+        """The block of ``request``: one kept, while it is still what the database holds (one
+        look-up, in turns), else the one ``make`` makes from the database, kept when it may be.
+
+        A read of the past, a read that ranks by embeddings (it reads every fact) and a read
+        that owes marks are always made. A block is kept when it tells nothing and nothing waits
+        to be told: the block a read without a reader would make (with ``hold``, a block that
+        tells nothing holds nothing and carries no receipt). An erasure while ``make`` ran keeps
+        nothing of what it read.
+        """
+        if request.of_the_past or request.owed or reading.ranking.reads_every_fact:
+            return make().block
+        page = _candidates.page_size(request.budget, reading.count)
+        with reading.turns:  # a read served from what this process kept runs whole, in turns
+            kept = self._kept(request, page, reading)
+        if kept is not None:
+            return kept
+        since = _cache.generation()
+        made = make()
+        block, pending = made.block, made.gathered.pending
+        if not (block.changed or block.gave_way or block.receipt or pending.changes):
+            self.keep(request, page, made.gathered, block, since)
+        return block
+
+    def _kept(self, request: ReadRequest, page: int, reading: Reading) -> ContextBlock | None:
+        """The block of ``request`` from what is kept, while it is still what the database
+        holds: the block kept for the same request (for a reader, while its read would be
+        steady); for a read without a reader, else one made from the identity's facts read
+        earlier (only its memories are read, on the look-up's connection), and kept."""
+        if request.reader is not None:
+            if not self.holds(request):
+                return None
+            clock = reading.clock
+            found: ContextBlock | None = reading.read(
+                lambda conn: self.reuse_for_reader(conn, request, clock)
+            )
+            return found
+        if not self.holds(request, page):
+            return None
+
+        def read(conn: Connection) -> ContextBlock | Made | None:
+            kept = self.reuse(conn, request, page)
+            if not isinstance(kept, KeptFacts):
+                return kept
+            now = reading.clock() if reading.clock is not None else None
+            gathered = gather(conn, request, reading.ranking, reading.count, now, read_before=kept)
+            return Made(draft(gathered, request, reading.ranking, reading.count), gathered)
+
+        since = _cache.generation()
+        got: ContextBlock | Made | None = reading.read(read)
+        if not isinstance(got, Made):
+            return got
+        self.keep(request, page, got.gathered, got.block, since)
+        return got.block
 
     def holds(self, request: ReadRequest, page: int | None = None) -> bool:
         """Whether something is kept for ``request``: its block, or (with ``page``) the facts
@@ -511,12 +638,6 @@ class BlockCache:
         if block is not None and block[0] == seen:
             return block[1]
         return facts if facts is not None and facts.chosen.versions == seen else None
-
-    @staticmethod
-    def reusable_for_reader(request: ReadRequest, ranking: Ranking) -> bool:
-        """A read with a reader whose block a kept one may be: of now, words only. (With
-        ``hold``, a block that tells nothing holds nothing and carries no receipt.)"""
-        return request.marking and not ranking.reads_every_fact
 
     def reuse_for_reader(
         self, conn: Connection, request: ReadRequest, clock: Callable[[], dt.datetime] | None
