@@ -23,9 +23,11 @@ from korely_memory import (
     PermissionDenied,
 )
 from korely_memory._db import _database, _migrations
-from korely_memory._db._schema import Base
+from korely_memory._db._schema import NO_WORDS, SAID, Base, vectors
 from korely_memory._store import _erasure
+from korely_memory._store._vectors import text_hash
 from korely_memory._text import _cache
+from korely_memory._text._words import fact_text
 
 from .helpers import hold_the_mark_lock
 
@@ -37,6 +39,87 @@ def file_bytes(url: str) -> bytes:
     path = Path(sa.make_url(url).database or "")
     wal = path.with_name(path.name + "-wal")
     return path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
+# -- what holds words: the schema says, every erasure follows ---------------------------
+
+
+def test_every_column_of_text_says_what_it_holds_and_every_erasure_reaches_each_table() -> None:
+    assert _erasure.uncovered() == []
+    assert set(_erasure.words_columns()) == {
+        "korely_facts",
+        "korely_fact_terms",
+        "korely_memories",
+        "korely_memory_terms",
+        "korely_notes",
+        "korely_items",
+        "korely_pending",
+        "korely_vectors",
+    }
+
+
+def test_a_column_of_text_that_does_not_say_what_it_holds_is_refused() -> None:
+    meta = sa.MetaData()
+    for table in Base.metadata.sorted_tables:
+        table.to_metadata(meta)
+    sa.Table(
+        "korely_new",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("note", sa.Text),
+    )
+    sa.Table(
+        "korely_blobs",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("data", sa.JSON),
+    )
+    assert sorted(_erasure.uncovered(meta)) == [
+        f"{column}: a column of text says not what it holds of a person "
+        "(info=SAID, LABEL or NO_WORDS)"
+        for column in ("korely_blobs.data", "korely_new.note")
+    ]
+
+
+def test_a_table_of_words_that_an_erasure_does_not_reach_is_refused() -> None:
+    meta = sa.MetaData()
+    for table in Base.metadata.sorted_tables:
+        table.to_metadata(meta)
+    sa.Table(
+        "korely_drafts",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("draft", sa.Text, info=SAID),
+        sa.Column("shape", sa.Text, info=NO_WORDS),
+    )
+    assert _erasure.words_columns(meta)["korely_drafts"] == ["draft"]
+    assert _erasure.uncovered(meta) == [
+        f"{name}: no step erases korely_drafts, which holds words"
+        for name in ("erase", "erase_key", "forget_memory")
+    ]
+
+
+def test_forgetting_a_fact_with_erase_deletes_the_vectors_of_its_words(
+    db_url: str, giulia: Identity
+) -> None:
+    with MemoryEngine(
+        db_url, embed=lambda texts: [[1.0, len(t)] for t in texts], embed_model="m"
+    ) as engine:
+        fact = engine.remember(giulia, "health", f"Giulia has {SECRET}")
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        engine.search(giulia, "health")
+        # As a store's search ranks its items: by the fact's words alone.
+        engine.items.relevance("health", [fact.content], account="acme")
+        assert text_hash(fact.content) in vector_hashes(engine)
+        assert len(vector_hashes(engine)) == 3  # of each fact, and of the words alone
+        engine.forget(giulia, "health", erase=True)
+        rome = engine.get_facts(giulia)[0]
+        assert vector_hashes(engine) == {text_hash(fact_text(rome))}
+
+
+def vector_hashes(engine: MemoryEngine) -> set[str]:
+    with engine.db.connect() as conn:
+        return set(conn.execute(sa.select(vectors.c.text_hash)).scalars())
 
 
 # -- forgetting with erase=True --------------------------------------------------------
