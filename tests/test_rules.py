@@ -258,3 +258,89 @@ def test_a_user_s_own_fact_hides_the_account_s_on_every_read_path(
         # Another person of the account sees the account's fact, on every path too.
         others = _office_everywhere(engine, MARCO, clock.now)
         assert {path: words for path, words in others.items() if words != [ACCOUNT_OFFICE]} == {}
+
+
+LEAVE = "Giulia is on leave this week"
+LEAVE_ENDS = DAY_1 + dt.timedelta(days=1)
+
+
+def _leave_everywhere(
+    engine: MemoryEngine, who: Identity, now: dt.datetime, stater: str
+) -> dict[str, bool]:
+    """Whether each read path gives ``who`` the version under ``leave`` as live (the export:
+    that of ``stater``, who recorded it)."""
+    shown: list[Sequence[Fact]] = []
+
+    def extractor(_: object, facts: Sequence[Fact]) -> list[Operation]:
+        shown.append(facts)
+        return []
+
+    engine.capture(who, [("user", "Is Giulia on leave?")], extractor=extractor, keep_excerpt=False)
+    paths: dict[str, Sequence[Fact]] = {
+        "get_context": engine.get_context(who).facts,
+        "get_context query": engine.get_context(who, "leave this week").facts,
+        "get_context as_of": engine.get_context(who, "leave", as_of=now).facts,
+        "get_context known_as_of": engine.get_context(who, "leave", known_as_of=now).facts,
+        "get_facts": engine.get_facts(who),
+        "get_facts as_of": engine.get_facts(who, as_of=now),
+        "get_facts known_as_of": engine.get_facts(who, known_as_of=now),
+        "search": engine.search(who, "leave this week").facts,
+        "capture": shown[0],
+        "history": [f for f in engine.history(who, "leave") if f.is_current],
+    }
+    found = {name: any(f.key == "leave" for f in facts) for name, facts in paths.items()}
+    found["block text"] = LEAVE in engine.get_context(who, "leave").text
+    listed = get_facts(engine, who, {}).structured or {}
+    found["tools.get_facts"] = any(f["key"] == "leave" for f in listed["facts"])
+    found["recall"] = LEAVE in RECALL.run(engine, who, {"query": "leave this week"}).text
+    exported = engine.export_user(who.account, stater)
+    every = [*exported.facts, *exported.account_facts]
+    found["export"] = any(f.key == "leave" and f.is_current for f in every)
+    return found
+
+
+@pytest.mark.parametrize("whose", ["own fact", "account fact", "store item's fact"])
+def test_an_expired_version_is_live_on_no_read_path(
+    db_url: str, giulia: Identity, whose: str
+) -> None:
+    """Until its ``valid_until`` a version is live on every read path; from then on, on none:
+    no block, search, listing, capture, past read at that moment, history or export holds it
+    as true, nor does a store read its item."""
+    clock = _Clock()
+    with MemoryEngine(db_url, clock=clock) as engine:
+        engine.grant_admin("acme", "anna")
+        space = ("memories", "giulia")
+        if whose == "account fact":
+            proposal = engine.remember(
+                ANNA, "leave", LEAVE, scope="account", valid_until=LEAVE_ENDS
+            )
+            engine.confirm(ANNA, proposal.id)
+        elif whose == "store item's fact":
+            engine.items.put(giulia, space, "leave", {"text": LEAVE}, text=LEAVE, place=())
+            # The same words, now with an end: the item holds the version that expires.
+            engine.correct(giulia, "leave", LEAVE, valid_until=LEAVE_ENDS)
+        else:
+            engine.remember(giulia, "leave", LEAVE, valid_until=LEAVE_ENDS)
+
+        def items() -> dict[str, bool]:
+            (got,) = engine.items.get(giulia.account, giulia.agent, [(space, "leave")])
+            listed = engine.items.list(giulia.account, giulia.agent, space)
+            return {"items.get": got is not None, "items.list": bool(listed)}
+
+        stater = "anna" if whose == "account fact" else "giulia"
+        clock.now = LEAVE_ENDS - dt.timedelta(microseconds=1)
+        before = _leave_everywhere(engine, giulia, clock.now, stater)
+        if whose == "store item's fact":
+            before |= items()
+        assert {path for path, live in before.items() if not live} == set()
+
+        clock.now = LEAVE_ENDS  # its end is due: no longer live
+        after = _leave_everywhere(engine, giulia, clock.now, stater)
+        if whose == "store item's fact":
+            after |= items()
+        assert {path for path, live in after.items() if live} == set()
+        assert after.keys() == before.keys()
+        # Once a write under the key (or trim) ended the row itself, every path says the same.
+        assert engine.trim().facts_expired == 1
+        settled = _leave_everywhere(engine, giulia, clock.now, stater)
+        assert {path for path, live in settled.items() if live} == set()
