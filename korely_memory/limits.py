@@ -83,7 +83,7 @@ def check_item(
     index: Any = None,
     ttl: Any = None,
 ) -> None:
-    """Check a store item (``MemoryEngine.put_item``, ``KorelyStore``) before it is written.
+    """Check a store item (``engine.items.put``, ``KorelyStore``) before it is written.
 
     Args:
         namespace: Non-empty labels without '.', ``MAX_NAMESPACE`` characters in all at most.

@@ -28,7 +28,7 @@ from types import ModuleType
 import pytest
 
 import korely_memory
-from korely_memory import MemoryEngine, capture, framing, limits, sealing, tools
+from korely_memory import Items, MemoryEngine, capture, framing, limits, sealing, tools
 
 from .processes import run_program
 
@@ -37,6 +37,7 @@ REFERENCE = ROOT / "docs" / "reference.md"
 NOT_RUN = "<!-- not run -->"
 ENGINE_SECTION = "`korely_memory`"
 METHODS_SECTION = "`MemoryEngine` methods"
+ITEMS_SECTION = "`Items` methods"  # engine.items
 MODULES = {
     "limits": limits,
     "tools": tools,
@@ -129,8 +130,8 @@ def reference(title: str) -> str:
     return found[title]
 
 
-def public_methods() -> list[str]:
-    return sorted(n for n in dir(MemoryEngine) if not n.startswith("_"))
+def public_methods(cls: type = MemoryEngine) -> list[str]:
+    return sorted(n for n in dir(cls) if not n.startswith("_"))
 
 
 # -- the reference of the engine ---------------------------------------------------------------
@@ -167,6 +168,27 @@ def test_every_argument_of_the_engine_is_described() -> None:
     engine = subsection(reference(ENGINE_SECTION), "MemoryEngine")
     for parameter in list(inspect.signature(MemoryEngine.__init__).parameters)[1:]:
         assert parameter in documented(engine), f"MemoryEngine: argument `{parameter}`"
+
+
+def test_every_method_of_the_items_has_its_reference_with_its_arguments() -> None:
+    """``engine.items``: each method of ``Items`` has its heading in its own section, listed with
+    its async twin, and each of its arguments is described there."""
+    section = reference(ITEMS_SECTION)
+    methods = public_methods(Items)
+    named = headings(section)
+    assert sorted(set(methods) - {n for heading in named for n in heading}) == []
+    stale = {n for heading in named for n in heading} - set(methods)
+    assert sorted(stale) == [], "headings that name no method of Items"
+    for heading in named:
+        for name in heading:
+            if name.startswith("a") and name[1:] in methods:
+                assert name[1:] in heading, f"`{name}` is not listed with `{name[1:]}`"
+    for name in methods:
+        if name.startswith("a") and name[1:] in methods:
+            continue
+        text = subsection(section, name)
+        for parameter in list(inspect.signature(getattr(Items, name)).parameters)[1:]:
+            assert mentions(text, parameter), f"Items.{name}: argument `{parameter}`"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -7,6 +7,7 @@ with the person. Every test runs on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import json
@@ -20,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
-from korely_memory import EndCause, Identity, InvalidRequest, MemoryEngine
+from korely_memory import EndCause, Identity, InvalidRequest, Items, MemoryEngine
 from langchain_korely import KorelyStore
 from langchain_korely.store import words_of
 
@@ -489,6 +490,31 @@ async def test_the_async_twins_read_and_write_the_same_items(store: KorelyStore)
     assert await store.alist_namespaces(prefix=("memories",)) == [MINE]
     await store.adelete(MINE, "k")
     assert await store.aget(MINE, "k") is None
+
+
+async def test_the_engines_items_are_one_object_whose_async_twins_do_the_same(
+    engine: MemoryEngine,
+) -> None:
+    items = engine.items
+    assert isinstance(items, Items) and engine.items is items
+    public = [n for n in dir(Items) if not n.startswith("_")]
+    for name in public:
+        if not (name.startswith("a") and name[1:] in public):
+            assert asyncio.iscoroutinefunction(getattr(Items, "a" + name)), name
+    tea = {"content": "Giulia likes tea"}
+    fact = await items.aput(GIULIA, MINE, "tea", tea, text=tea["content"], place=())
+    assert (fact.key, fact.content) == ("tea", "Giulia likes tea")
+    assert await items.aget(ACCOUNT, AGENT, [(MINE, "tea")]) == items.get(
+        ACCOUNT, AGENT, [(MINE, "tea")]
+    )
+    assert [i.key for i in await items.alist(ACCOUNT, AGENT, ("memories",))] == ["tea"]
+    assert await items.anamespaces(ACCOUNT, AGENT) == [MINE]
+    assert await items.arefresh(ACCOUNT, AGENT, [(MINE, "tea")]) == 0  # no time to live
+    assert len(await items.arelevance("tea", ["tea", "coffee"], account=ACCOUNT)) == 2
+    assert await items.adelete(ACCOUNT, AGENT, MINE, "tea") is True
+    assert await items.asweep() == 0
+    assert items.get(ACCOUNT, AGENT, [(MINE, "tea")]) == [None]
+    assert not any(hasattr(engine, n) for n in ("put_item", "get_items", "relevance"))
 
 
 # -- what the review of the store found ----------------------------------------------------------
