@@ -3,12 +3,21 @@ in the past and in history, and told once to a reader that was handed them."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from korely_memory import EndCause, Identity, InvalidRequest, MemoryEngine, NotFound, Operation
+from korely_memory._db._schema import UTCDateTime, facts
+from korely_memory._read import _candidates
+from korely_memory._store import _versions
+from korely_memory._values import _expiry
 from korely_memory.tools import MEMORY_TOOLS
 
 from .cli_helpers import as_json, korely
@@ -402,3 +411,93 @@ def test_an_export_shows_an_expired_fact_ended(
     (fact,) = exported.facts
     assert fact.end_cause is EndCause.EXPIRED and not fact.is_current
     assert exported.marks[0].ended_at == dt.datetime(2026, 12, 16, tzinfo=UTC)
+
+
+# -- the rules, in Python and in SQL ---------------------------------------------------------
+
+ENDS = [None, DEC_1 - dt.timedelta(microseconds=1), DEC_1, DEC_1 + dt.timedelta(microseconds=1)]
+
+
+@pytest.mark.parametrize("ended", [None, DEC_1 - dt.timedelta(hours=1)], ids=["true", "ended"])
+def test_each_expiry_rule_says_the_same_in_python_and_in_sql(
+    engine: MemoryEngine, giulia: Identity, ended: dt.datetime | None
+) -> None:
+    """``is_live``/``live``, ``is_expired``/``expired``, ``is_due``/``due``/``to_come``: for every
+    end before, at and after the moment (and none), the database, reading the moments as the
+    engine stores them, answers what Python answers."""
+    stored = engine.remember(giulia, "leave", LEAVE)
+    moment = sa.literal(DEC_1, UTCDateTime())
+    for until in ENDS:
+        fact = dataclasses.replace(stored, ended_recorded_at=ended, valid_until=until)
+        row = sa.select(
+            sa.literal(ended, UTCDateTime()).label("ended_recorded_at"),
+            sa.literal(until, UTCDateTime()).label("valid_until"),
+        ).subquery("row")
+        asked = sa.select(
+            _expiry.live(row, moment).label("live"),
+            _expiry.expired(row, moment).label("expired"),
+            _expiry.due(row.c.valid_until, moment).label("due"),
+            _expiry.to_come(row.c.valid_until, moment).label("to_come"),
+        )
+        with engine.db.connect() as conn:
+            said = {k: bool(v) for k, v in conn.execute(asked).one()._mapping.items()}
+        due = _expiry.is_due(until, DEC_1)
+        python = {
+            "live": _expiry.is_live(fact, DEC_1),
+            "expired": _expiry.is_expired(fact, DEC_1),
+            "due": due,
+            "to_come": not due,
+        }
+        assert said == python, f"valid_until {until}"
+
+
+def _terms(index: str, alias: str) -> list[str]:
+    """The terms of the partial index ``index``'s predicate, as a query on ``alias`` says them."""
+    (found,) = [i for i in facts.indexes if i.name == index]
+    where = str(found.dialect_options["sqlite"]["where"])
+    assert where == str(found.dialect_options["postgresql"]["where"])
+    qualified = re.sub(r"\b(ended_recorded_at|valid_until|scope)\b", rf"{alias}.\1", where)
+    return [term.strip() for term in qualified.split(" AND ")]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_the_reads_state_the_partial_indexes_terms_as_the_indexes_do(database: str) -> None:
+    """SQLite uses a partial index only when the query's WHERE holds each of the index's terms
+    as the index writes it (and PostgreSQL's generic plans prove no more): the statements built
+    on the rules state them so."""
+    dialect: Any = {"sqlite": sqlite.dialect(), "postgresql": postgresql.dialect()}[database]
+
+    def sql(statement: Any) -> str:
+        return str(statement.compile(dialect=dialect))
+
+    block = sql(_candidates._statement(2, database == "postgresql"))
+    expected = {
+        "the facts that expired": (
+            sql(_versions._EXPIRED),
+            _terms("ix_korely_facts_expiring", "korely_facts"),
+        ),
+        "the own facts counted": (
+            sql(_versions._COUNT_OWN),
+            _terms("uq_korely_facts_true_personal", "korely_facts"),
+        ),
+        "a block's candidates": (
+            block,
+            _terms("ix_korely_facts_true_recent", "korely_facts")
+            + _terms("ix_korely_facts_true_account_recent", "korely_facts")
+            + _terms("ix_korely_facts_expiring", "gone")
+            + _terms("ix_korely_facts_true_account_recent", "shared")
+            + _terms("uq_korely_facts_true_personal", "own"),
+        ),
+        "a search": (
+            sql(_candidates._search_statement(database)),
+            _terms("ix_korely_facts_expiring", "gone")
+            + _terms("uq_korely_facts_true_personal", "own"),
+        ),
+    }
+    missing = {
+        read: [term for term in terms if term not in said]
+        for read, (said, terms) in expected.items()
+    }
+    assert {read: terms for read, terms in missing.items() if terms} == {}
+    # The expiring index's two terms come together, in its order.
+    assert " AND ".join(_terms("ix_korely_facts_expiring", "gone")) in block
