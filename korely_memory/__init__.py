@@ -18,6 +18,7 @@ from ._values._errors import (
     LimitExceeded,
     NotCurrent,
     NotFound,
+    NotRefittable,
     PermissionDenied,
     SchemaVersionError,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "MemoryEngine",
     "NotCurrent",
     "NotFound",
+    "NotRefittable",
     "Note",
     "Operation",
     "PendingFact",

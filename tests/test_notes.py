@@ -12,7 +12,7 @@ import random
 import pytest
 import sqlalchemy as sa
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine, Note
+from korely_memory import Identity, InvalidRequest, MemoryEngine, Note, NotRefittable
 from korely_memory._db._schema import UTCDateTime
 from korely_memory._engine.context import ContextMethods
 from korely_memory._store import _notes
@@ -194,7 +194,8 @@ def test_a_fact_erased_between_the_read_and_its_note_is_not_kept(
     assert block.note is not None
     assert "peanuts" not in block.note.text and "cat" in block.note.text
     assert "peanuts" not in engine.notes(giulia, "t")[0].text
-    assert "peanuts" not in block.fit(block.tokens - 5).text  # a note is never rendered anew
+    with pytest.raises(NotRefittable):  # a note is never rendered anew, nor over the room
+        block.fit(block.tokens - 5)
 
 
 def test_notes_are_the_person_s_data_erased_exported_and_trimmed(

@@ -23,6 +23,7 @@ from korely_memory import (
     MemoryEngine,
     NotCurrent,
     NotFound,
+    NotRefittable,
     PermissionDenied,
     SchemaVersionError,
 )
@@ -217,6 +218,17 @@ def provoke_limit_exceeded(url: str, giulia: Identity) -> LimitExceeded:
     return raised.value
 
 
+def provoke_not_refittable(url: str, giulia: Identity) -> NotRefittable:
+    with MemoryEngine(url) as engine:
+        engine.remember(giulia, "home-city", "Giulia lives in Rome")
+        note = engine.get_context(giulia, conversation="t")
+        with pytest.raises(NotRefittable) as raised:
+            note.fit(note.tokens - 1)
+    assert (raised.value.room, raised.value.tokens) == (note.tokens - 1, note.tokens)
+    assert "note" in str(raised.value) and "token_budget" in str(raised.value)
+    return raised.value
+
+
 def provoke_schema_version_error(url: str, giulia: Identity) -> SchemaVersionError:
     MemoryEngine(url).close()
     db = sa.create_engine(url)
@@ -237,6 +249,7 @@ PROVOKE: dict[type[KorelyError], Callable[[str, Identity], KorelyError]] = {
     NotCurrent: provoke_not_current,
     AlreadyDecided: provoke_already_decided,
     LimitExceeded: provoke_limit_exceeded,
+    NotRefittable: provoke_not_refittable,
     SchemaVersionError: provoke_schema_version_error,
 }
 EXPORTED_ERRORS = sorted(

@@ -247,7 +247,7 @@ class ContextMethods(EngineCore):
             kept_note = _notes.keep(conn, who, conversation, anchor, note, self._now(conn))
             volatile = kept_note.text
             text = f"{note.stable}\n\n{volatile}" if volatile else note.stable
-            # Not ``replaced``: a note is kept as it is, so it is not fitted to less room (a
+            # Without its refit: a note is kept as it is, so it is never fitted to less room (a
             # refit would render it anew, from before any redaction).
             return dataclasses.replace(
                 note,
@@ -258,6 +258,7 @@ class ContextMethods(EngineCore):
                 changed_more=whole.changed_more,
                 gave_way=whole.gave_way,
                 note=kept_note,
+                _refit=None,
             )
 
         return self._write(work)

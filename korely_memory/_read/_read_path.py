@@ -42,7 +42,7 @@ from .._text._tokens import TokenCounter
 from .._values import _expiry, _validation
 from .._values._errors import InvalidRequest
 from .._values._identity import Identity
-from .._values._types import Change, ContextBlock, Fact, Memory, replaced
+from .._values._types import Change, ContextBlock, Fact, Memory
 from . import _candidates, _changes
 from ._ranking import IndexedFacts, Ranking
 
@@ -501,7 +501,7 @@ def settle(
     from the latest version the step got.
     """
     if claimed is None:
-        return replaced(redraw((), None), gave_way=True)
+        return dataclasses.replace(redraw((), None), gave_way=True)
     pending = gathered.pending
     told: list[Change] = []
     same = sorted(claimed.silent) == sorted(pending.no_change)

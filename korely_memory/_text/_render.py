@@ -15,11 +15,16 @@ each speaker said, in quotes, on the day it was kept.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import functools
 import re
+import sys
+import types
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from .._values._errors import InvalidRequest
 from .._values._identity import EndCause, Scope
@@ -31,8 +36,6 @@ from .._values._types import (
     ContextBlock,
     Fact,
     Memory,
-    replaced,
-    with_refit,
 )
 from ._cache import TextCache, cached
 from ._frames import neutralise
@@ -317,7 +320,19 @@ def render(
         costed,
     )
     more = None if changed_more is None else changed_more + len(changes) - len(pick.changes)
-    return _block(pick, budget, count, more, receipt_for)
+    return _block(pick, budget, count, more, _receipts(pick.changes, receipt_for))
+
+
+def _receipts(changes: Sequence[tuple[Change, str]], receipt_for: ReceiptFor | None) -> Receipts:
+    """The receipt of a block that tells the first 1, 2, ... of ``changes``: fitting a block to
+    less room gives up its last changes first, so one of these is the fitted block's."""
+    if receipt_for is None:
+        return ()
+    told = [c for c, _ in changes]
+    return tuple(receipt_for(told[:n]) for n in range(1, len(told) + 1))
+
+
+Receipts = tuple[str | None, ...]
 
 
 def _block(
@@ -325,7 +340,7 @@ def _block(
     budget: int,
     count: TokenCounter,
     changed_more: int | None,
-    receipt_for: ReceiptFor | None,
+    receipts: Receipts,
 ) -> ContextBlock:
     """The block of ``pick``, giving up its least needed items until it fits ``budget``."""
     dropped_changes = 0
@@ -341,12 +356,8 @@ def _block(
     text = "".join(segments)
     told = tuple(c for c, _ in pick.changes)
     more = None if changed_more is None else changed_more + dropped_changes
-
-    def refit(block: ContextBlock, room: int) -> ContextBlock:
-        fitted = _block(pick.copy(), max(room, count(STABLE)), count, more, receipt_for)
-        return replaced(fitted, gave_way=block.gave_way)
-
-    block = ContextBlock(
+    receipts = receipts[: len(told)]
+    return ContextBlock(
         text=text,
         tokens=tokens,
         stable=STABLE,
@@ -356,9 +367,68 @@ def _block(
         changed=told,
         changed_more=more,
         omitted=pick.omitted,
-        receipt=receipt_for(told) if receipt_for is not None and told else None,
+        receipt=receipts[-1] if receipts else None,
+        _refit=_Refit(text, pick, more, receipts, count),
     )
-    return with_refit(block, refit)
+
+
+@dataclass(frozen=True)
+class _Refit:
+    """What fitting a rendered block to less room takes, kept in the block: the lines it shows,
+    what waits beyond them, the receipts of what it may still tell, and the tokenizer.
+
+    It pickles with the block: the tokenizer by name (cl100k_base), or as the application's
+    function when it is a module's; any other tokenizer does not ride along, and the block read
+    back raises ``NotRefittable`` when it must be fitted to less room."""
+
+    text: str
+    pick: _Pick
+    changed_more: int | None
+    receipts: Receipts
+    count: TokenCounter = field(compare=False)
+
+    def __call__(self, block: ContextBlock, room: int) -> ContextBlock:
+        room = max(room, self.count(STABLE))
+        fitted = _block(self.pick.copy(), room, self.count, self.changed_more, self.receipts)
+        return dataclasses.replace(fitted, gave_way=block.gave_way)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        tokenizer = self.count.tokenizer
+        if tokenizer is not None and not _by_name(tokenizer):
+            return (_lost, ())
+        return (_restored, (self.text, self.pick, self.changed_more, self.receipts, tokenizer))
+
+
+def _by_name(function: object) -> bool:
+    """Whether ``function`` is a module's, which a pickle names rather than holds."""
+    if not isinstance(function, types.FunctionType):
+        return False
+    found: object = sys.modules.get(function.__module__)
+    for part in function.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is function
+
+
+def _restored(
+    text: str,
+    pick: _Pick,
+    changed_more: int | None,
+    receipts: Receipts,
+    tokenizer: Callable[[str], int] | None,
+) -> _Refit:
+    count = _cl100k() if tokenizer is None else TokenCounter(tokenizer)
+    return _Refit(text, pick, changed_more, receipts, count)
+
+
+def _lost() -> None:
+    """What a block's refit is read back as when its tokenizer cannot ride along."""
+    return None
+
+
+@functools.cache
+def _cl100k() -> TokenCounter:
+    """The counter of blocks read back from a pickle that the engine counted with cl100k_base."""
+    return TokenCounter()
 
 
 def omitted_line(n: int) -> str:

@@ -32,6 +32,8 @@ class TokenCounter:
         self, tokenizer: Callable[[str], int] | None = None, cache_bytes: int = CACHE_BYTES
     ) -> None:
         self.additive = tokenizer is None
+        self.tokenizer = tokenizer
+        """The application's tokenizer; None: cl100k_base."""
         self._encoding: Any = cl100k() if tokenizer is None else None
         self._count: Callable[[str], int] = tokenizer or self._encoded_length
         self._cache: TextCache[str, int] = TextCache(cache_bytes)

@@ -10,6 +10,7 @@ that says what to do about it::
     ├── NotCurrent                   fact_not_current  .current_fact_id
     ├── AlreadyDecided               already_decided   .fact_id, .decision
     ├── LimitExceeded                limit_exceeded
+    ├── NotRefittable                not_refittable    .room, .tokens
     └── SchemaVersionError           schema_version    .found, .head
 
 A database failure is raised as SQLAlchemy raised it, never turned into an
@@ -81,6 +82,24 @@ class LimitExceeded(KorelyError):
     """A ceiling was reached, e.g. ``max_facts`` when recording a new key."""
 
     code = "limit_exceeded"
+
+
+class NotRefittable(KorelyError):
+    """``ContextBlock.fit`` cannot give a block in ``room``: the block is a conversation's note
+    (kept as it was shown), or it was not rendered by the engine as it stands (built by hand,
+    its text replaced, or read back from a pickle without its tokenizer).
+
+    Attributes:
+        room: The room asked for.
+        tokens: The tokens the block takes.
+    """
+
+    code = "not_refittable"
+
+    def __init__(self, message: str, *, room: int, tokens: int) -> None:
+        super().__init__(message)
+        self.room = room
+        self.tokens = tokens
 
 
 class SchemaVersionError(KorelyError):

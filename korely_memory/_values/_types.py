@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+from ._errors import NotRefittable
 from ._identity import EndCause, Scope
 
 
@@ -197,15 +196,19 @@ class ContextBlock:
     receipt: str | None = None
     gave_way: bool = False
     note: Note | None = None
+    _refit: Refit | None = field(default=None, compare=False, repr=False)
+    """How the engine fits this block to less room (``fit``): part of the value, so that a copy,
+    a ``dataclasses.replace`` and a pickle fit as the block does; None for a block built by
+    hand."""
 
     def __str__(self) -> str:
         return self.text
 
     def __copy__(self) -> ContextBlock:
-        return replaced(self)  # a copy fits itself to less room as the block does
+        return dataclasses.replace(self)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ContextBlock:
-        return replaced(self)  # every field is immutable
+        return dataclasses.replace(self)  # every field is immutable (the tokenizer is shared)
 
     @property
     def facts_text(self) -> str:
@@ -233,42 +236,58 @@ class ContextBlock:
         the note alone. The block returned
         reports what it shows: ``omitted`` counts the facts given up too, and
         its ``receipt`` spends only the changes it still shows. A block that
-        already fits is returned as it is, and so is one the engine did not render
-        in this process (built by hand, or read back from a pickle): re-rendering
-        takes the engine's tokenizer and receipts, which a block does not hold.
+        already fits is returned as it is. A block keeps what fitting it takes
+        (its lines, the tokenizer, its receipts): a copy, a ``dataclasses.replace``
+        and a pickle fit as it does (a tokenizer of yours rides along in a pickle
+        when it is a module's function).
 
         Args:
             room: The most tokens the block may take.
 
         Returns:
             The block, re-rendered to fit.
+
+        Raises:
+            NotRefittable: The block takes more than ``room`` and cannot be
+                fitted: it is a conversation's note (kept as it was shown), or it
+                is not as the engine rendered it (built by hand, its text replaced,
+                or read back from a pickle without its tokenizer).
         """
-        refit = _refits.get(id(self))
-        if self.tokens <= room or refit is None:
+        if self.tokens <= room:
             return self
-        return refit(self, room)
+        said = f"it takes {self.tokens} tokens, room is {room}"
+        if self.note is not None:
+            raise NotRefittable(
+                f"a conversation's note is kept as it was shown and never fitted to less room "
+                f"({said}): read the turn with a smaller token_budget",
+                room=room,
+                tokens=self.tokens,
+            )
+        if self._refit is None or self._refit.text != self.text:
+            why = (
+                "its text was replaced"
+                if self._refit is not None
+                else "it was built by hand, or read back from a pickle without its tokenizer "
+                "(one of yours rides along when it is a module's function)"
+            )
+            raise NotRefittable(
+                f"this block cannot be fitted to less room ({said}): {why}; read it again "
+                "with a smaller token_budget",
+                room=room,
+                tokens=self.tokens,
+            )
+        return self._refit(self, room)
 
 
-Refit = Callable[[ContextBlock, int], ContextBlock]
-_refits: dict[int, Refit] = {}
-"""How each block the engine rendered is fitted to less room, by ``id`` of the block, for as long as
-the block lives: beside it, not in it, so that a block is data (it pickles, compares, and copies as
-its fields do)."""
+class Refit(Protocol):
+    """How a block the engine rendered is fitted to less room (``ContextBlock._refit``)."""
 
+    @property
+    def text(self) -> str:
+        """The text of the block it was rendered with: a block whose text was replaced since is
+        not refitted."""
 
-def with_refit(block: ContextBlock, refit: Refit) -> ContextBlock:
-    """``block``, fitted to less room by ``refit`` from now on."""
-    key = id(block)
-    _refits[key] = refit
-    weakref.finalize(block, _refits.pop, key, None).atexit = False
-    return block
-
-
-def replaced(block: ContextBlock, **changes: Any) -> ContextBlock:
-    """``dataclasses.replace`` that keeps how the block is fitted to less room."""
-    new = dataclasses.replace(block, **changes)
-    refit = _refits.get(id(block))
-    return new if refit is None else with_refit(new, refit)
+    def __call__(self, block: ContextBlock, room: int) -> ContextBlock: ...
 
 
 @dataclass(frozen=True)

@@ -460,6 +460,8 @@ class KorelyMemory(CaptureControls, Memory):
             if cost <= room:
                 return (variant, parts), False
             assert block is not None
+            if block.note is not None:
+                break  # a note is kept as it was shown: never fitted to less room
             variant = block.fit(variant.tokens - (cost - room))
         return None, True
 
