@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
 from pathlib import Path
 
-from korely_memory import Identity, MemoryEngine
+import pytest
+
+from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory._db._migrations import HEAD
 
 from .cli_helpers import MARCO, as_json, fill, korely, one_error, without_ids
@@ -340,3 +343,31 @@ def test_import_user_restores_an_erased_person_from_the_export_file(
     assert "pseudonym: no erasure in 'acme' gave 'erased-nobody'" in one_error(
         nobody, "invalid_request"
     )
+
+
+def test_what_the_command_lists_is_the_engine_s_methods_plain_values(
+    db_url: str, giulia: Identity
+) -> None:
+    ids = fill(db_url, giulia)
+    url = ("--url", db_url, "--json")
+    with MemoryEngine(db_url) as engine:
+        assert as_json(korely(*url, "people")) == engine.people()
+        assert as_json(korely(*url, "agents", "acme")) == engine.agents("acme")
+        readers = [{**r, "last_read_at": r["last_read_at"].isoformat()} for r in engine.readers()]
+        assert as_json(korely(*url, "readers")) == readers
+        assert as_json(korely(*url, "admins", "acme")) == engine.admins("acme") == ["anna"]
+        stats = engine.stats()
+        assert {k: v for k, v in as_json(korely(*url, "stats")).items() if k != "size_bytes"} == {
+            k: v for k, v in stats.items() if k != "size_bytes"
+        }
+        assert stats["schema_revision"] == HEAD and stats["proposals"] == 2
+        assert engine.accounts() == ["acme"]
+        assert engine.holds_user("acme", "giulia") and engine.holds_user("acme", "anna")
+        assert not engine.holds_user("acme", "giula") and not engine.holds_user("globex", "giulia")
+        proposal = engine.find_fact(ids["office"])
+        assert proposal is not None and (proposal.account, proposal.key) == ("acme", "office")
+        assert engine.find_fact(ids["office"] + 10_000) is None
+        assert asyncio.run(engine.apeople("acme")) == engine.people("acme")
+        for bad in (lambda: engine.people("a/b"), lambda: engine.find_fact(-1)):
+            with pytest.raises(InvalidRequest):
+                bad()

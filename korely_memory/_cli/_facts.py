@@ -5,17 +5,11 @@ from __future__ import annotations
 import datetime as dt
 
 import click
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
-from .._db import _database
-from .._db._schema import admins
-from .._store import _versions
 from .._values import _validation
 from .._values._errors import NotFound
 from .._values._identity import Identity
 from ._app import ListByDefault, Settings, cli, common, moment_option, open_engine, user_or_none
-from ._lists import agents
 from ._output import did_you_mean, emit, facts_table, table
 
 
@@ -48,8 +42,7 @@ def facts(
     found = engine.get_facts(who, as_of=as_of, known_as_of=known_as_of, include_invalidated=history)
     emit(ctx.obj, found, lambda: facts_table(found, versions=history))
     if not found:
-        with _database.reading(engine.db) as conn:
-            known = [row["agent"] for row in agents(conn, account)]
+        known = [row["agent"] for row in engine.agents(account)]
         if agent not in known:
             click.echo(
                 f"korely: no agent {agent!r} holds anything in {account!r}"
@@ -130,8 +123,7 @@ def review_list(ctx: click.Context, account: str, agent: str | None) -> None:
 
 def _decide(ctx: click.Context, fact_id: int, admin: str, *, confirm: bool) -> None:
     engine = open_engine(ctx)
-    with _database.reading(engine.db) as conn:
-        proposal = _versions.in_any_account(conn, fact_id)
+    proposal = engine.find_fact(fact_id)
     if proposal is None:
         raise NotFound(f"no fact {fact_id}")
     reviewer = Identity(proposal.account, admin, proposal.agent)
@@ -180,15 +172,8 @@ def admins_group() -> None:
 def admins_list(ctx: click.Context, account: str) -> None:
     """The administrators of ACCOUNT on the memory's own list (not an application's is_admin)."""
     _validation.name("account", account)
-    engine = open_engine(ctx)
-    with _database.reading(engine.db) as conn:
-        names = _admins_of(conn, account)
+    names = open_engine(ctx).admins(account)
     emit(ctx.obj, names, lambda: table(["administrator"], [[n] for n in names], empty="none"))
-
-
-def _admins_of(conn: Connection, account: str) -> list[str]:
-    select = sa.select(admins.c.user).where(admins.c.account == account).order_by(admins.c.user)
-    return list(conn.execute(select).scalars())
 
 
 def _set_admin(ctx: click.Context, account: str, user: str, *, grant: bool) -> None:
@@ -196,8 +181,7 @@ def _set_admin(ctx: click.Context, account: str, user: str, *, grant: bool) -> N
     if not grant:
         _validation.name("account", account)
         _validation.name("user", user)
-        with _database.reading(engine.db) as conn:
-            listed = _admins_of(conn, account)
+        listed = engine.admins(account)
         if user not in listed:
             hint = did_you_mean(user, listed)
             raise NotFound(

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import difflib
+import enum
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import click
 
-from .._store._export import plain
 from .._values._types import Fact
 from ._app import Settings
 
@@ -20,9 +21,22 @@ WIDEST = 100  # characters of a text shown in a table cell; JSON shows all of it
 def emit(settings: Settings, value: Any, render: Callable[[], str]) -> None:
     """Print ``value`` as JSON with ``--json``, else what ``render`` writes."""
     if settings.json:
-        click.echo(json.dumps(plain(value), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_ready))
     else:
         click.echo(render())
+
+
+def _json_ready(value: Any) -> Any:
+    """What JSON has no form of, as ``--json`` prints it: a dataclass as its public fields, a
+    time in ISO 8601, an enum by its value (as the engine's exports write them)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return {f.name: getattr(value, f.name) for f in fields if not f.name.startswith("_")}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} has no JSON form")
 
 
 def when(moment: dt.datetime | None) -> str:

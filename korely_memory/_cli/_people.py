@@ -6,20 +6,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import click
-import sqlalchemy as sa
 
-from .._db import _database
-from .._db._database import dialect_name
-from .._db._schema import facts
-from .._store._export import UserExport
-from .._store._import import holds_anything
+from .. import UserExport
 from .._values import _validation
 from .._values._errors import InvalidRequest, NotFound
 from ._app import Settings, cli, common, open_engine
-from ._lists import known_accounts, known_users
+from ._lists import known_users
 from ._output import did_you_mean, emit, pairs
 
 
@@ -96,18 +90,16 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool, missing_o
     _validation.name("account", account)
     _validation.name("user", user)
     engine = open_engine(ctx)
-    if not _held(engine.db, account, user):
+    if not engine.holds_user(account, user):
         if missing_ok:
             said = {"account": account, "user": user, "erased": False}
             emit(ctx.obj, said, lambda: f"nothing about {user!r} in {account!r} to erase")
             return
-        with _database.reading(engine.db) as conn:
-            accounts = known_accounts(conn)
-            users = known_users(conn, account)
+        accounts = engine.accounts()
         if account not in accounts:
             hint = did_you_mean(account, accounts)
             raise NotFound(f"nothing erased: the memory holds nothing in account {account!r}{hint}")
-        hint = did_you_mean(user, users)
+        hint = did_you_mean(user, known_users(engine, account))
         raise NotFound(
             f"nothing erased: the memory holds nothing about {user!r} in {account!r}{hint}"
         )
@@ -120,26 +112,11 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool, missing_o
     report = engine.erase_user(account, user)
     settings: Settings = ctx.obj
     emit(settings, report, lambda: pairs(vars(report)))
-    if dialect_name(engine.db) == "postgresql":
+    if engine.url.get_backend_name() == "postgresql":
         click.echo(
             "korely: the rows are gone for every reader; their bytes stay in PostgreSQL's files "
             "until `korely scrub` rewrites the tables",
             err=True,
-        )
-
-
-def _held(db: Any, account: str, user: str) -> bool:
-    """Whether an erasure of ``user`` would find anything: what ``import-user`` refuses to
-    write over, or account facts that name them."""
-    with _database.reading(db) as conn:
-        if holds_anything(conn, account, user):
-            return True
-        named = sa.or_(facts.c.owner_key == user, facts.c.confirmed_by == user)
-        return (
-            conn.execute(
-                sa.select(facts.c.id).where(facts.c.account == account, named).limit(1)
-            ).first()
-            is not None
         )
 
 

@@ -33,6 +33,7 @@ from .context import ContextMethods
 from .core import Clock, _twin
 from .facts import FactMethods
 from .items import Items
+from .listings import ListingMethods
 from .memories import MemoryMethods
 from .review import ReviewMethods
 from .upkeep import UpkeepMethods
@@ -52,6 +53,7 @@ class MemoryEngine(
     MemoryMethods,
     ApprovalMethods,
     UpkeepMethods,
+    ListingMethods,
 ):
     """Durable, correctable memory for agents.
 
@@ -261,3 +263,11 @@ class MemoryEngine(
     ascrub = _twin(UpkeepMethods.scrub)
     adelete_reader = _twin(UpkeepMethods.delete_reader)
     atrim = _twin(UpkeepMethods.trim)
+    apeople = _twin(ListingMethods.people)
+    aagents = _twin(ListingMethods.agents)
+    areaders = _twin(ListingMethods.readers)
+    aaccounts = _twin(ListingMethods.accounts)
+    aadmins = _twin(ListingMethods.admins)
+    aholds_user = _twin(ListingMethods.holds_user)
+    afind_fact = _twin(ListingMethods.find_fact)
+    astats = _twin(ListingMethods.stats)
