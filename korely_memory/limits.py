@@ -9,7 +9,9 @@ then, with the same rule and the same error the engine would raise later::
     limits.check_token_budget(800)
 
 Every check raises ``InvalidRequest`` naming the field, and returns the value
-as the engine will use it.
+as the engine will use it. A face that takes a moment or a database URL as text
+reads it with ``check_moment`` and ``check_url``, so that every face takes the
+same forms and refuses the others in the same words.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.engine import URL
+
+from ._db import _database
 from ._values import _validation
 from ._values._identity import Identity
 from ._values._validation import (
@@ -34,11 +39,16 @@ from ._values._validation import (
     MAX_TTL,
     MAX_VALUE,
     MIN_BUDGET,
+    MOMENT_FORMS,
 )
+
+DEFAULT_URL = _database.DEFAULT_URL
+"""The database when no URL is named and ``$KORELY_DATABASE_URL`` is not set."""
 
 __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_HOLD",
+    "DEFAULT_URL",
     "MAX_BUDGET",
     "MAX_CONTENT",
     "MAX_HOLD",
@@ -50,13 +60,16 @@ __all__ = [
     "MAX_TTL",
     "MAX_VALUE",
     "MIN_BUDGET",
+    "MOMENT_FORMS",
     "check_changes",
     "check_hold",
     "check_identity",
     "check_item",
     "check_max_facts",
+    "check_moment",
     "check_reader",
     "check_token_budget",
+    "check_url",
 ]
 
 
@@ -178,3 +191,41 @@ def check_hold(hold: bool | float | dt.timedelta | None) -> dt.timedelta | None:
         InvalidRequest: It is none of those.
     """
     return _validation.hold(hold, DEFAULT_HOLD)
+
+
+def check_moment(field: str, value: Any) -> dt.date | dt.datetime:
+    """Read a moment written as text: a date (``2026-03-01``) or an ISO 8601 time, ``Z`` or no
+    offset for UTC. A ``date`` or ``datetime`` is returned as it is.
+
+    Args:
+        field: The name the caller knows the moment by (``as_of``, ``until``): the error's field.
+        value: The text.
+
+    Returns:
+        A ``date`` or a ``datetime``, as the engine's moments take them (a date is midnight UTC,
+        or through that day for ``valid_until``; a naive time is UTC).
+
+    Raises:
+        InvalidRequest: It is none of those; the message names ``field`` and the forms
+            (``MOMENT_FORMS``).
+    """
+    return _validation.moment_text(field, value)
+
+
+def check_url(url: str | URL | None) -> URL:
+    """Read a database URL as ``MemoryEngine(url)`` reads it, opening nothing.
+
+    Args:
+        url: A SQLAlchemy URL; None is ``$KORELY_DATABASE_URL``, else the SQLite file
+            ``./korely-memory.db``. ``postgresql://`` is read as psycopg 3's, and a leading
+            ``~`` in a SQLite path is the home folder.
+
+    Returns:
+        The URL the engine would open.
+
+    Raises:
+        InvalidRequest: It is not a database URL, or not one of a database and driver the
+            engine runs on; field ``url`` (the message does not repeat a URL that may hold a
+            password).
+    """
+    return _database.resolve_url(url)

@@ -36,7 +36,6 @@ import binascii
 import datetime as dt
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,8 +49,8 @@ from ._text._render import fact_line, fold, last_day, memory_line, version_line
 from ._values._errors import InvalidRequest, KorelyError
 from ._values._identity import Identity, Scope
 from ._values._types import Change, ContextBlock, Fact
-from ._values._validation import MAX_CONTENT, MAX_KEY, moment_text
-from .limits import DEFAULT_BUDGET, check_identity, check_max_facts, check_reader
+from ._values._validation import MAX_CONTENT, MAX_KEY
+from .limits import DEFAULT_BUDGET, check_identity, check_max_facts, check_moment, check_reader
 
 __all__ = [
     "CONTEXT_DESCRIPTION",
@@ -225,16 +224,9 @@ def _until(text: str | None) -> dt.datetime | dt.date | None:
     (without an offset, UTC).
 
     Raises:
-        InvalidRequest: ``until`` is neither.
+        InvalidRequest: ``until`` is neither (``limits.check_moment``).
     """
-    if text is None:
-        return None
-    try:
-        return moment_text(text)
-    except ValueError:
-        raise InvalidRequest(
-            "until", f"must be a date (YYYY-MM-DD) or an ISO 8601 time, not {fold(text)!r}"
-        ) from None
+    return None if text is None else check_moment("until", text)
 
 
 def _in_future(write: Callable[[], Fact]) -> Fact:
@@ -672,12 +664,10 @@ def _check_facts(arguments: Mapping[str, Any]) -> _FactsRequest | ToolResult:
     if not 1 <= limit <= MAX_FACTS_LIMIT:
         return _refuse(f"limit: must be between 1 and {MAX_FACTS_LIMIT}, got {limit}.")
     as_of = arguments.get("as_of")
-    moment = _moment(as_of) if isinstance(as_of, str) else None
-    if as_of is not None and moment is None:
-        return _refuse(
-            "as_of must be a date (2026-03-01) or a date and time (2026-03-01T09:30:00Z), "
-            f"not {as_of!r}."
-        )
+    try:
+        moment = None if as_of is None else check_moment("as_of", as_of)
+    except InvalidRequest as error:
+        return _refuse_error(str(error))
     cursor = arguments.get("cursor")
     if cursor is None:
         return _FactsRequest(everything, moment, limit=limit)
@@ -695,17 +685,6 @@ def _check_facts(arguments: Mapping[str, Any]) -> _FactsRequest | ToolResult:
             "and as_of, or with the same ones."
         )
     return _FactsRequest(page.include_invalidated, page.as_of, limit=limit, after=page.after)
-
-
-def _moment(text: str) -> dt.datetime | dt.date | None:
-    text = text.strip()
-    try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            return dt.date.fromisoformat(text)
-        # Python 3.10 reads no 'Z'; a naive time is read as UTC by the engine.
-        return dt.datetime.fromisoformat(re.sub(r"[Zz]$", "+00:00", text))
-    except ValueError:
-        return None
 
 
 def _position(fact: Fact, everything: bool) -> tuple[str, int]:
@@ -732,8 +711,9 @@ def _page(cursor: str) -> _FactsRequest | None:
         return None
     if not isinstance(everything, bool) or not (as_of is None or isinstance(as_of, str)):
         return None
-    then = _moment(as_of) if as_of is not None else None
-    if as_of is not None and then is None:
+    try:
+        then = check_moment("as_of", as_of) if as_of is not None else None
+    except InvalidRequest:
         return None
     return _FactsRequest(everything, then, after=(key, fact_id))
 

@@ -3,6 +3,8 @@ memory; the worker that runs them is exercised through each adapter."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from korely_memory import Identity, limits
@@ -79,8 +81,6 @@ def test_a_short_excerpt_is_one_part_as_it_is() -> None:
     assert chunks(pairs) == [pairs]
 
 
-def test_the_former_module_name_gives_the_same_names() -> None:
-    from korely_memory import capture, capturing
-
-    assert capturing.__all__ == capture.__all__
-    assert all(getattr(capturing, name) is getattr(capture, name) for name in capture.__all__)
+def test_the_former_module_name_is_gone() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("korely_memory.capturing")

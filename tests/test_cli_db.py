@@ -182,7 +182,9 @@ def test_errors_are_one_line_with_a_code(sqlite_url: str, tmp_path: Path, giulia
     usage = one_error(korely("--url", sqlite_url, "facts", "acme"), "usage")
     assert "Missing argument" in usage
     bad_moment = korely("--url", sqlite_url, "facts", "acme", "giulia", "bot", "--as-of", "soon")
-    assert "'soon' is not a date" in one_error(bad_moment, "usage")
+    assert "'--as-of': must be a date (2026-03-01) or an ISO 8601 time" in one_error(
+        bad_moment, "usage"
+    )
     assert bad_moment.exit_code == 2
     both = korely("--url", sqlite_url, "facts", "a", "b", "c", "--history", "--as-of", "2025-01-01")
     one_error(both, "usage")

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +64,48 @@ def test_contributing_describes_the_layers_in_the_contracts_order() -> None:
     where = [laid_out.find(f"`{folder}/`") for folder in folders]
     assert -1 not in where, dict(zip(folders, where, strict=True))
     assert where == sorted(where), f"CONTRIBUTING names the folders out of order: {folders}"
+
+
+def _forbidden(source: str) -> dict[str, Any]:
+    """The contract of pyproject.toml that forbids modules to ``source``."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = [
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["type"] == "forbidden" and source in c["source_modules"]
+    ]
+    return dict(contract)
+
+
+def test_the_integrations_may_import_no_private_package_of_the_engine() -> None:
+    """Every integration's package is analysed and forbidden every private package of the
+    engine, a new one too: the integrations use the public names only."""
+    config = pytest.importorskip("tomllib").loads((ROOT / "pyproject.toml").read_text())
+    roots = set(config["tool"]["importlinter"]["root_packages"])
+    integrations = {
+        ".".join(init.parent.relative_to(folder).parts)
+        for folder in (ROOT / "integrations").iterdir()
+        if (folder / "pyproject.toml").exists()
+        for init in folder.glob("**/__init__.py")
+        if "tests" not in init.parts and init.parent.name.replace("_", "-") in folder.name
+    }
+    assert integrations == {
+        "langchain_korely",
+        "llama_index.memory.korely",
+        "korely_mcp",
+        "korely_server",
+    }
+    assert integrations <= roots
+    contract = _forbidden("korely_mcp")
+    assert set(contract["source_modules"]) == integrations
+    package = ROOT / "korely_memory"
+    private = {f"korely_memory.{p.name}" for p in package.iterdir() if (p / "__init__.py").exists()}
+    assert private == set(contract["forbidden_modules"])
+
+
+def test_the_command_reaches_no_table_store_or_read_path() -> None:
+    contract = _forbidden("korely_memory._cli")
+    assert {"korely_memory._db._schema", "korely_memory._store", "korely_memory._read"} <= set(
+        contract["forbidden_modules"]
+    )

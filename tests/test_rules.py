@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import json
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -344,3 +346,70 @@ def test_an_expired_version_is_live_on_no_read_path(
         assert engine.trim().facts_expired == 1
         settled = _leave_everywhere(engine, giulia, clock.now, stater)
         assert {path for path, live in settled.items() if live} == set()
+
+
+def _rest_refusal(engine: MemoryEngine, who: Identity, folder: Path, query: dict[str, str]) -> str:
+    """The message of korely-server's answer to ``GET /v1/facts?QUERY``, in this process."""
+    from fastapi.testclient import TestClient
+
+    from korely_mcp import TokenFile, hash_token
+    from korely_server import create_app
+
+    token = "ksrv_giulia-" + "g" * 32
+    entry = {"name": "laptop", "sha256": hash_token(token), "reader": "laptop"}
+    entry.update(account=who.account, user=who.user, agent=who.agent)
+    path = folder / "tokens.json"
+    path.write_text(json.dumps({"tokens": [entry]}))
+    path.chmod(0o600)
+    app = create_app(engine, TokenFile(path))
+    headers = {"authorization": f"Bearer {token}"}
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        answer = client.get("/v1/facts", params=query, headers=headers)
+    assert answer.status_code == 422, answer.text
+    message: str = answer.json()["error"]["message"]
+    return message
+
+
+def test_every_face_refuses_a_bad_moment_in_the_engine_s_words(
+    sqlite_url: str, giulia: Identity, tmp_path: Path
+) -> None:
+    """One parser for a moment written as text, and one sentence refusing it, naming the field
+    and the forms: the memory tools, the `korely` command's options, korely-server's query
+    parameters and korely-mcp's tool arguments all say what ``limits.check_moment`` says."""
+    from korely_mcp import Caller, KorelyTools
+
+    from .cli_helpers import korely
+
+    bad = "last Tuesday"
+    with pytest.raises(InvalidRequest) as refused:
+        limits.check_moment("as_of", bad)
+    rule = refused.value.message.removeprefix("as_of: ")
+    assert rule == f"must be {limits.MOMENT_FORMS}, got 'last Tuesday'"
+    said: dict[str, str] = {}
+    with MemoryEngine(sqlite_url) as engine:
+        said["tools.get_facts as_of"] = get_facts(engine, giulia, {"as_of": bad}).text
+        arguments = {"key": "trip", "content": "Giulia travels", "until": bad}
+        said["tools remember until"] = REMEMBER.run(engine, giulia, arguments).text
+        laptop = Caller(giulia, reader="laptop", name="laptop")
+        called = asyncio.run(KorelyTools(engine).call(laptop, "korely_get_facts", {"as_of": bad}))
+        [content] = called.content
+        said["mcp korely_get_facts as_of"] = getattr(content, "text", "")
+        said["rest ?as_of"] = _rest_refusal(engine, giulia, tmp_path, {"as_of": bad})
+        said["rest ?known_as_of"] = _rest_refusal(engine, giulia, tmp_path, {"known_as_of": bad})
+    who = (giulia.account, giulia.user or "", giulia.agent)
+    for option in ("--as-of", "--known-as-of"):
+        said[f"korely facts {option}"] = korely(
+            "--url", sqlite_url, "facts", *who, option, bad
+        ).stderr
+    said["korely trim --now"] = korely("--url", sqlite_url, "trim", "--now", bad).stderr
+    named = {
+        "tools.get_facts as_of": "as_of: ",
+        "tools remember until": "until: ",
+        "mcp korely_get_facts as_of": "as_of: ",
+        "rest ?as_of": "as_of: ",
+        "rest ?known_as_of": "known_as_of: ",
+        "korely facts --as-of": "'--as-of': ",
+        "korely facts --known-as-of": "'--known-as-of': ",
+        "korely trim --now": "'--now': ",
+    }
+    assert {face: text for face, text in said.items() if named[face] + rule not in text} == {}

@@ -23,9 +23,9 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from .. import limits
 from .._db import _database, _migrations
 from .._engine import MemoryEngine
-from .._values import _validation
 from .._values._errors import InvalidRequest, KorelyError, NotFound
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -110,7 +110,7 @@ def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         ctx.ensure_object(Settings).json = True
 
 
-URL_HELP = f"The database, as a SQLAlchemy URL (default: ${ENV}, else {_database.DEFAULT_URL})."
+URL_HELP = f"The database, as a SQLAlchemy URL (default: ${ENV}, else {limits.DEFAULT_URL})."
 
 
 def common(command: F) -> F:
@@ -150,12 +150,12 @@ def database_url(settings: Settings, *, may_create: bool = False) -> URL:
     refusing a SQLite file that is not there (a typo would make a new one).
 
     Raises:
-        InvalidRequest: The URL is empty, or not one the engine runs on (``resolve_url``).
+        InvalidRequest: The URL is empty, or not one the engine runs on (``limits.check_url``).
         NotFound: The SQLite file does not exist and ``may_create`` is False.
     """
     if settings.url == "":
         raise InvalidRequest("url", f"must name a database (or leave out --url and ${ENV})")
-    url = _database.resolve_url(settings.url)
+    url = limits.check_url(settings.url)
     if url.get_backend_name() == "sqlite" and not _database.is_memory_sqlite(url):
         path = url.database or ""
         if not may_create and not os.path.exists(path):
@@ -234,15 +234,15 @@ def open_database(
 
 
 def moment(_ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    """A date (midnight UTC) or an ISO 8601 time; without an offset, UTC."""
+    """A date (midnight UTC) or an ISO 8601 time; without an offset, UTC (``limits.check_moment``,
+    refused in its words)."""
     if value is None:
         return None
+    field = param.name or "moment"
     try:
-        return _validation.moment_text(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not a date (2025-03-31) or an ISO 8601 time", param=param
-        ) from None
+        return limits.check_moment(field, value)
+    except InvalidRequest as error:
+        raise click.BadParameter(error.message.removeprefix(f"{field}: "), param=param) from None
 
 
 def moment_option(name: str, help: str) -> Callable[[F], F]:

@@ -181,15 +181,32 @@ def moment(field: str, value: Any) -> dt.datetime | None:
     raise InvalidRequest(field, f"must be a datetime or a date, not {type(value).__name__}")
 
 
-def moment_text(text: str) -> dt.date | dt.datetime:
-    """A moment written as text: a date (``2026-12-15``) or an ISO 8601 time, ``Z`` for UTC;
-    ``ValueError`` otherwise. The caller says what a date or a naive time means."""
-    value = text.strip()
-    if len(value) == 10:
-        return dt.date.fromisoformat(value)
-    if value[-1:] in ("Z", "z"):  # Python 3.10 reads no "Z"
-        value = value[:-1] + "+00:00"
-    return dt.datetime.fromisoformat(value)
+MOMENT_FORMS = "a date (2026-03-01) or an ISO 8601 time (2026-03-01T09:30:00Z)"
+"""The forms a moment written as text takes, as every refusal of one says them."""
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def moment_text(field: str, value: Any) -> dt.date | dt.datetime:
+    """A moment written as text (a tool argument, a command option, a query parameter): a date
+    (``2026-03-01``) or an ISO 8601 time, ``Z`` for UTC; a ``date`` or ``datetime`` is taken as
+    it is. The caller says what a date or a naive time means (``moment``, ``until``).
+
+    Raises:
+        InvalidRequest: ``value`` is none of those; the message names ``field`` and the forms.
+    """
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text[-1:] in ("Z", "z"):  # Python 3.10 reads no "Z"
+            text = text[:-1] + "+00:00"
+        try:
+            if _DATE.fullmatch(text):
+                return dt.date.fromisoformat(text)
+            return dt.datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    raise InvalidRequest(field, f"must be {MOMENT_FORMS}, got {value!r:.60}")
 
 
 def until(field: str, value: Any) -> dt.datetime | None:

@@ -29,7 +29,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, limits
-from korely_memory._db._database import resolve_url
 
 from .server import (
     bind,
@@ -44,7 +43,7 @@ from .server import (
 from .tokens import TokenFile, hash_token, new_token
 from .tools import Caller, KorelyTools
 
-DEFAULT_URL = "sqlite:///korely-memory.db"  # the engine's own default, in the working folder
+DEFAULT_URL = limits.DEFAULT_URL  # the engine's own default, in the working folder
 _ENV = {
     "account": "KORELY_ACCOUNT",
     "user": "KORELY_USER",
@@ -177,7 +176,7 @@ def database_url(named: str | None) -> URL:
     text = named or os.environ.get("KORELY_DATABASE_URL") or DEFAULT_URL
     try:
         # The engine's own reading of a URL: its ``~``, its refusal (no password repeated).
-        return resolve_url(text)
+        return limits.check_url(text)
     except InvalidRequest as error:
         raise CannotOpen(str(error).removeprefix("url: ")) from None
 

@@ -45,8 +45,16 @@ def sqlite_engine(sqlite_url: str) -> Iterator[MemoryEngine]:
         ("korely_get_context", {"changes": ["typo"]}, "Not read: changes: unknown causes ['typo']"),
         ("korely_get_context", {"changes": {"all": 1}}, "Not read: changes must be 'all' or a"),
         ("korely_get_context", {"who": "acme"}, "Not read: this tool takes only query, "),
-        ("korely_get_facts", {"as_of": "last week"}, "Not read: as_of must be a date (2026-03-01)"),
-        ("korely_get_facts", {"as_of": 20260301}, "Not read: as_of must be a date (2026-03-01)"),
+        (
+            "korely_get_facts",
+            {"as_of": "last week"},
+            f"Not read: as_of: must be {limits.MOMENT_FORMS}, got 'last week'.",
+        ),
+        (
+            "korely_get_facts",
+            {"as_of": 20260301},
+            f"Not read: as_of: must be {limits.MOMENT_FORMS}, got 20260301.",
+        ),
         ("korely_get_facts", {"include_invalidated": "yes"}, "Not read: include_invalidated must"),
         ("korely_get_facts", {"agent": "other"}, "Not read: this tool takes only "),
         ("korely_nope", {}, "There is no tool named 'korely_nope'; the tools are korely_get_"),

@@ -27,7 +27,6 @@ from korely_memory import (
     PermissionDenied,
     limits,
 )
-from korely_memory._values._validation import moment_text
 
 from . import _models as out
 from ._auth import caller_of, person, reaches_everyone, require_admin
@@ -58,14 +57,7 @@ EngineDep = Annotated[MemoryEngine, Depends(engine_of)]
 
 
 def _moment(field: str, text: str | None) -> dt.date | dt.datetime | None:
-    if text is None:
-        return None
-    try:
-        return moment_text(text)
-    except ValueError:
-        raise InvalidRequest(
-            field, f"must be a date (2026-03-01) or an ISO 8601 time, got {text!r}"
-        ) from None
+    return None if text is None else limits.check_moment(field, text)
 
 
 def _reader(caller: Caller, reader: str | None) -> str:

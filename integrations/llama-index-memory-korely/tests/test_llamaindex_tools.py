@@ -346,7 +346,8 @@ async def test_a_fact_the_model_records_until_a_day_expires_then(engine, giulia,
     assert results == [
         "Remembered leave: Giulia is on leave (until 2999-12-15)",
         "Corrected leave: Giulia is on leave, reachable by email",
-        "Not saved: until: must be a date (YYYY-MM-DD) or an ISO 8601 time, not 'yesterday'",
+        "Not saved: until: must be a date (2026-03-01) or an ISO 8601 time "
+        "(2026-03-01T09:30:00Z), got 'yesterday'",
     ]
     first, second = engine.history(giulia, "leave")
     assert first.valid_until is not None and first.valid_until.date().isoformat() == "2999-12-16"
