@@ -23,7 +23,7 @@ from korely_memory import (
     PermissionDenied,
 )
 from korely_memory._db import _database, _migrations
-from korely_memory._db._schema import NO_WORDS, SAID, Base, vectors
+from korely_memory._db._schema import NO_WORDS, SAID, Base, items, vectors
 from korely_memory._store import _erasure
 from korely_memory._store._vectors import text_hash
 from korely_memory._text import _cache
@@ -419,6 +419,24 @@ def pages_holding(engine: MemoryEngine, needle: str) -> list[str]:
 
 
 # -- forgetting a memory --------------------------------------------------------------
+
+
+def test_forgetting_a_memory_deletes_the_item_whose_words_were_read_from_it(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    fact = engine.items.put(
+        giulia, ("memories", "giulia"), "trip", {"text": "Goes to Paris"}, text="Goes to Paris"
+    )
+    said = engine.capture(
+        giulia,
+        [("user", f"I go to {SECRET} instead")],
+        extractor=lambda m, f: [Operation("replace", fact.key, f"Goes to {SECRET}")],
+    )
+    assert said.memory is not None
+    assert SECRET in str(engine.items.get("acme", giulia.agent, [(("memories", "giulia"), "trip")]))
+    engine.forget_memory(giulia, said.memory.id)
+    with engine.db.connect() as conn:
+        assert conn.execute(sa.select(items)).all() == []
 
 
 def test_forgetting_a_memory_leaves_confirmed_account_facts_standing(
