@@ -572,19 +572,19 @@ class BlockCache:
         """
         if request.of_the_past or request.owed or reading.ranking.reads_every_fact:
             return make().block
-        page = _candidates.page_size(request.budget, reading.count)
         with reading.turns:  # a read served from what this process kept runs whole, in turns
-            kept = self._kept(request, page, reading)
+            kept = self._kept(request, reading)
         if kept is not None:
             return kept
         since = _cache.generation()
         made = make()
         block, pending = made.block, made.gathered.pending
         if not (block.changed or block.gave_way or block.receipt or pending.changes):
+            page = _candidates.page_size(request.budget, reading.count)
             self.keep(request, page, made.gathered, block, since)
         return block
 
-    def _kept(self, request: ReadRequest, page: int, reading: Reading) -> ContextBlock | None:
+    def _kept(self, request: ReadRequest, reading: Reading) -> ContextBlock | None:
         """The block of ``request`` from what is kept, while it is still what the database
         holds: the block kept for the same request (for a reader, while its read would be
         steady); for a read without a reader, else one made from the identity's facts read
@@ -597,6 +597,7 @@ class BlockCache:
                 lambda conn: self.reuse_for_reader(conn, request, clock)
             )
             return found
+        page = _candidates.page_size(request.budget, reading.count)
         if not self.holds(request, page):
             return None
 
