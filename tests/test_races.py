@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from korely_memory import Identity, InvalidRequest, MemoryEngine, NotCurrent, NotFound
 from korely_memory._db import _database
 from korely_memory._db._schema import fact_terms, facts
-from korely_memory._store import _marks, _versions, _word_index
+from korely_memory._store import _marks, _memories, _versions, _word_index
 from korely_memory._values._identity import EndCause
 
 from .helpers import hold_the_mark_lock
@@ -230,7 +230,8 @@ def test_a_fact_read_from_a_memory_never_outlives_its_forgetting(
         thread.join(0.5)
         racing.append((thread, out))
 
-    before(_versions, "erase_words", read_a_fact_from_it_meanwhile, monkeypatch)
+    # Inside the forgetting, once the facts read from it ended and lost their words.
+    before(_memories, "unanswer", read_a_fact_from_it_meanwhile, monkeypatch)
     engine.forget_memory(giulia, memory.id)
     thread, out = racing[0]
     thread.join(10)
