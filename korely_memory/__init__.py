@@ -9,6 +9,7 @@ print(engine.get_context(who, "Where does Giulia live?").text)
 
 from ._engine import MemoryEngine
 from ._engine.items import Items
+from ._engine.listings import Listings
 from ._store._export import MarkRecord, UserExport
 from ._values._embedders import Embedder, LangChainEmbeddings, LlamaIndexEmbedding
 from ._values._errors import (
@@ -57,6 +58,7 @@ __all__ = [
     "KorelyError",
     "LangChainEmbeddings",
     "LimitExceeded",
+    "Listings",
     "LlamaIndexEmbedding",
     "MarkRecord",
     "Memory",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine
+from korely_memory import Identity, InvalidRequest, Listings, MemoryEngine
 from korely_memory._db._migrations import HEAD
 
 from .cli_helpers import MARCO, as_json, fill, korely, one_error, without_ids
@@ -345,29 +345,54 @@ def test_import_user_restores_an_erased_person_from_the_export_file(
     )
 
 
-def test_what_the_command_lists_is_the_engine_s_methods_plain_values(
+def test_what_the_command_lists_is_engine_listings_in_plain_values(
     db_url: str, giulia: Identity
 ) -> None:
     ids = fill(db_url, giulia)
     url = ("--url", db_url, "--json")
     with MemoryEngine(db_url) as engine:
-        assert as_json(korely(*url, "people")) == engine.people()
-        assert as_json(korely(*url, "agents", "acme")) == engine.agents("acme")
-        readers = [{**r, "last_read_at": r["last_read_at"].isoformat()} for r in engine.readers()]
+        listings = engine.listings
+        assert isinstance(listings, Listings) and engine.listings is listings
+        assert as_json(korely(*url, "people")) == listings.people()
+        assert as_json(korely(*url, "agents", "acme")) == listings.agents("acme")
+        readers = [{**r, "last_read_at": r["last_read_at"].isoformat()} for r in listings.readers()]
         assert as_json(korely(*url, "readers")) == readers
-        assert as_json(korely(*url, "admins", "acme")) == engine.admins("acme") == ["anna"]
-        stats = engine.stats()
+        assert as_json(korely(*url, "admins", "acme")) == listings.admins("acme") == ["anna"]
+        stats = listings.stats()
         assert {k: v for k, v in as_json(korely(*url, "stats")).items() if k != "size_bytes"} == {
             k: v for k, v in stats.items() if k != "size_bytes"
         }
         assert stats["schema_revision"] == HEAD and stats["proposals"] == 2
-        assert engine.accounts() == ["acme"]
-        assert engine.holds_user("acme", "giulia") and engine.holds_user("acme", "anna")
-        assert not engine.holds_user("acme", "giula") and not engine.holds_user("globex", "giulia")
-        proposal = engine.find_fact(ids["office"])
+        assert listings.accounts() == ["acme"]
+        assert listings.holds_user("acme", "giulia") and listings.holds_user("acme", "anna")
+        assert not listings.holds_user("acme", "giula")
+        assert not listings.holds_user("globex", "giulia")
+        proposal = listings.find_fact(ids["office"])
         assert proposal is not None and (proposal.account, proposal.key) == ("acme", "office")
-        assert engine.find_fact(ids["office"] + 10_000) is None
-        assert asyncio.run(engine.apeople("acme")) == engine.people("acme")
-        for bad in (lambda: engine.people("a/b"), lambda: engine.find_fact(-1)):
+        assert listings.find_fact(ids["office"] + 10_000) is None
+        assert asyncio.run(listings.apeople("acme")) == listings.people("acme")
+        for bad in (lambda: listings.people("a/b"), lambda: listings.find_fact(-1)):
             with pytest.raises(InvalidRequest):
                 bad()
+
+
+async def test_each_listing_has_an_async_twin_that_reads_the_same(
+    db_url: str, giulia: Identity
+) -> None:
+    ids = fill(db_url, giulia)
+    with MemoryEngine(db_url) as engine:
+        listings = engine.listings
+        public = [n for n in dir(Listings) if not n.startswith("_")]
+        for name in public:
+            if not name.startswith("a") or name[1:] not in public:
+                assert asyncio.iscoroutinefunction(getattr(Listings, "a" + name)), name
+        assert await listings.aagents("acme") == listings.agents("acme")
+        assert await listings.areaders() == listings.readers()
+        assert await listings.aaccounts() == listings.accounts() == ["acme"]
+        assert await listings.aadmins("acme") == listings.admins("acme")
+        assert await listings.aholds_user("acme", "giulia") is True
+        assert await listings.afind_fact(ids["office"]) == listings.find_fact(ids["office"])
+        assert (await listings.astats())["proposals"] == listings.stats()["proposals"]
+        with pytest.raises(InvalidRequest):
+            await listings.aadmins("a/b")
+        assert not any(hasattr(engine, n) for n in ("people", "apeople", "stats", "find_fact"))

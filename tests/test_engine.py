@@ -171,6 +171,27 @@ def test_every_public_method_has_an_async_twin() -> None:
         assert asyncio.iscoroutinefunction(getattr(MemoryEngine, "a" + name)), name
 
 
+# MemoryEngine's public surface, pinned: a new method is a deliberate edit here (and in the
+# reference), or a method of one of its parts (engine.items, engine.listings) instead.
+ENGINE_METHODS = (
+    "remember", "correct", "forget", "get_facts", "history",
+    "confirm", "reject", "proposals", "grant_admin", "revoke_admin", "is_admin",
+    "get_context", "notes", "acknowledge", "release",
+    "add_memory", "forget_memory", "search_memories", "search", "capture",
+    "pending", "approve", "decline",
+    "erase_user", "export_user", "import_user", "scrub", "delete_reader", "trim",
+)  # fmt: skip
+ENGINE_WITHOUT_TWINS = ("count_tokens", "close", "language", "items", "listings")
+
+
+def test_the_engine_s_public_names_are_a_pinned_list() -> None:
+    public = {n for n in dir(MemoryEngine) if not n.startswith("_")}
+    pinned = {*ENGINE_METHODS, *("a" + n for n in ENGINE_METHODS), *ENGINE_WITHOUT_TWINS}
+    assert sorted(public - pinned) == [], "public names of MemoryEngine not on the pinned list"
+    assert sorted(pinned - public) == [], "pinned names MemoryEngine no longer has"
+    assert len(set(ENGINE_METHODS)) == len(ENGINE_METHODS)
+
+
 def test_quickstart_runs_offline(tmp_path: Path) -> None:
     env = {**os.environ, "KORELY_DATABASE_URL": f"sqlite:///{tmp_path}/quickstart.db"}
     out = run_program(ROOT / "examples" / "quickstart.py", cwd=tmp_path, env=env)

@@ -42,7 +42,7 @@ def facts(
     found = engine.get_facts(who, as_of=as_of, known_as_of=known_as_of, include_invalidated=history)
     emit(ctx.obj, found, lambda: facts_table(found, versions=history))
     if not found:
-        known = [row["agent"] for row in engine.agents(account)]
+        known = [row["agent"] for row in engine.listings.agents(account)]
         if agent not in known:
             click.echo(
                 f"korely: no agent {agent!r} holds anything in {account!r}"
@@ -123,7 +123,7 @@ def review_list(ctx: click.Context, account: str, agent: str | None) -> None:
 
 def _decide(ctx: click.Context, fact_id: int, admin: str, *, confirm: bool) -> None:
     engine = open_engine(ctx)
-    proposal = engine.find_fact(fact_id)
+    proposal = engine.listings.find_fact(fact_id)
     if proposal is None:
         raise NotFound(f"no fact {fact_id}")
     reviewer = Identity(proposal.account, admin, proposal.agent)
@@ -172,7 +172,7 @@ def admins_group() -> None:
 def admins_list(ctx: click.Context, account: str) -> None:
     """The administrators of ACCOUNT on the memory's own list (not an application's is_admin)."""
     _validation.name("account", account)
-    names = open_engine(ctx).admins(account)
+    names = open_engine(ctx).listings.admins(account)
     emit(ctx.obj, names, lambda: table(["administrator"], [[n] for n in names], empty="none"))
 
 
@@ -181,7 +181,7 @@ def _set_admin(ctx: click.Context, account: str, user: str, *, grant: bool) -> N
     if not grant:
         _validation.name("account", account)
         _validation.name("user", user)
-        listed = engine.admins(account)
+        listed = engine.listings.admins(account)
         if user not in listed:
             hint = did_you_mean(user, listed)
             raise NotFound(

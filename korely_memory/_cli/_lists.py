@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from .._engine import MemoryEngine
+from .._engine.listings import Listings
 from .._values import _validation
 from ._app import cli, common, open_engine
 from ._output import emit, table
@@ -17,19 +18,19 @@ _ACCOUNT_HELP = "Only this account (default: every account)."
 
 def known_users(engine: MemoryEngine, account: str) -> list[str]:
     """The names the memory knows as people of ``account``, administrators too."""
-    names = {row["user"] for row in engine.people(account)}
-    return sorted(names.union(engine.admins(account)))
+    names = {row["user"] for row in engine.listings.people(account)}
+    return sorted(names.union(engine.listings.admins(account)))
 
 
 def _listing(
     ctx: click.Context,
     account: str | None,
-    read: Callable[[MemoryEngine, str | None], list[dict[str, Any]]],
+    read: Callable[[Listings, str | None], list[dict[str, Any]]],
     headers: Sequence[str],
     empty: str,
 ) -> None:
     _validation.name("account", account, optional=True)  # before the database is opened
-    found = read(open_engine(ctx), account)
+    found = read(open_engine(ctx).listings, account)
     emit(
         ctx.obj,
         found,
@@ -47,7 +48,7 @@ def people_command(ctx: click.Context, account: str | None) -> None:
     For each: its true facts and proposals, every version of them, its memories.
     """
     headers = ["account", "user", "facts", "versions", "memories"]
-    _listing(ctx, account, MemoryEngine.people, headers, "no people")
+    _listing(ctx, account, Listings.people, headers, "no people")
 
 
 @cli.command("agents")
@@ -61,7 +62,7 @@ def agents_command(ctx: click.Context, account: str | None) -> None:
     (its own team memory too), its true account facts, its memories.
     """
     headers = ["account", "agent", "people", "facts", "account_facts", "memories"]
-    _listing(ctx, account, MemoryEngine.agents, headers, "no agents")
+    _listing(ctx, account, Listings.agents, headers, "no agents")
 
 
 @cli.command("readers")
@@ -75,4 +76,4 @@ def readers_command(ctx: click.Context, account: str | None) -> None:
     told to it, and its latest read (to the hour).
     """
     headers = ["account", "reader", "marks", "people", "changes_untold", "last_read_at"]
-    _listing(ctx, account, MemoryEngine.readers, headers, "no readers")
+    _listing(ctx, account, Listings.readers, headers, "no readers")

@@ -90,12 +90,12 @@ def erase_user(ctx: click.Context, account: str, user: str, yes: bool, missing_o
     _validation.name("account", account)
     _validation.name("user", user)
     engine = open_engine(ctx)
-    if not engine.holds_user(account, user):
+    if not engine.listings.holds_user(account, user):
         if missing_ok:
             said = {"account": account, "user": user, "erased": False}
             emit(ctx.obj, said, lambda: f"nothing about {user!r} in {account!r} to erase")
             return
-        accounts = engine.accounts()
+        accounts = engine.listings.accounts()
         if account not in accounts:
             hint = did_you_mean(account, accounts)
             raise NotFound(f"nothing erased: the memory holds nothing in account {account!r}{hint}")

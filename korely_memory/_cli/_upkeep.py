@@ -47,5 +47,5 @@ def scrub(ctx: click.Context) -> None:
 @click.pass_context
 def stats(ctx: click.Context) -> None:
     """How much the memory holds: accounts, people, facts, memories, marks, size."""
-    found = open_engine(ctx).stats()
+    found = open_engine(ctx).listings.stats()
     emit(ctx.obj, found, lambda: pairs(found))

@@ -33,7 +33,7 @@ from .context import ContextMethods
 from .core import Clock, _twin
 from .facts import FactMethods
 from .items import Items
-from .listings import ListingMethods
+from .listings import Listings
 from .memories import MemoryMethods
 from .review import ReviewMethods
 from .upkeep import UpkeepMethods
@@ -53,7 +53,6 @@ class MemoryEngine(
     MemoryMethods,
     ApprovalMethods,
     UpkeepMethods,
-    ListingMethods,
 ):
     """Durable, correctable memory for agents.
 
@@ -187,11 +186,18 @@ class MemoryEngine(
             raise
         self._writer = _writes.Writer(self._words, self._now, self._admin)
         self._items = Items(self)
+        self._listings = Listings(self)
 
     @property
     def items(self) -> Items:
         """The items of LangGraph stores (``KorelyStore``'s): one ``Items`` per engine."""
         return self._items
+
+    @property
+    def listings(self) -> Listings:
+        """Who and what the memory holds, for an operator (the ``korely`` command's lists):
+        one ``Listings`` per engine."""
+        return self._listings
 
     @property
     def language(self) -> str | None:
@@ -263,11 +269,3 @@ class MemoryEngine(
     ascrub = _twin(UpkeepMethods.scrub)
     adelete_reader = _twin(UpkeepMethods.delete_reader)
     atrim = _twin(UpkeepMethods.trim)
-    apeople = _twin(ListingMethods.people)
-    aagents = _twin(ListingMethods.agents)
-    areaders = _twin(ListingMethods.readers)
-    aaccounts = _twin(ListingMethods.accounts)
-    aadmins = _twin(ListingMethods.admins)
-    aholds_user = _twin(ListingMethods.holds_user)
-    afind_fact = _twin(ListingMethods.find_fact)
-    astats = _twin(ListingMethods.stats)

@@ -6,8 +6,8 @@ and recall (``memories.py``), captured facts held for approval (``approvals.py``
 erasure and upkeep (``upkeep.py``). Each builds on
 ``EngineCore``: the transactions (``_write``, ``_read``) and the mark step
 (``_write_marks``) live here, once, with ``_twin``, which makes a method's async twin.
-The items of LangGraph stores are an object of their own on the same core,
-``engine.items`` (``items.py``).
+The items of LangGraph stores and the operator's listings are objects of their own on the
+same core: ``engine.items`` (``items.py``) and ``engine.listings`` (``listings.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Who and what the memory holds, for an operator: ``MemoryEngine``'s listing methods.
+"""Who and what the memory holds, for an operator: ``engine.listings``, a ``Listings``.
 
 They read across identities (every person, agent and reader of an account, or of every
 account) and return plain values: lists of names, and dicts of names and counts that print
@@ -16,11 +16,28 @@ from .._db import _migrations
 from .._store import _listings, _versions
 from .._values import _validation
 from .._values._types import Fact
-from .core import EngineCore
+from .core import EngineCore, _twin
 
 
-class ListingMethods(EngineCore):
-    """Who and what the memory holds, for an operator: ``MemoryEngine``'s listing methods."""
+class Listings:
+    """Who and what the memory holds, for an operator: ``engine.listings``.
+
+    Each method reads across identities and returns plain values; each has an async twin
+    (``apeople``, ``astats``...) that runs it in a worker thread.
+
+    Example:
+        ```python
+        for person in engine.listings.people("acme"):
+            print(person["user"], person["facts"])
+        print(engine.listings.stats()["facts"])
+        ```
+    """
+
+    def __init__(self, core: EngineCore) -> None:
+        self._core = core
+
+    def __repr__(self) -> str:
+        return f"Listings({self._core.url.render_as_string(hide_password=True)!r})"
 
     def people(self, account: str | None = None) -> list[dict[str, Any]]:
         """The people the memory holds facts or memories of, by account and name.
@@ -36,7 +53,7 @@ class ListingMethods(EngineCore):
             InvalidRequest: ``account`` breaks the name rule.
         """
         _validation.name("account", account, optional=True)
-        return self._read(lambda conn: _listings.people(conn, account), snapshot=True)
+        return self._core._read(lambda conn: _listings.people(conn, account), snapshot=True)
 
     def agents(self, account: str | None = None) -> list[dict[str, Any]]:
         """The agent definitions that hold facts or memories, by account and name.
@@ -53,7 +70,7 @@ class ListingMethods(EngineCore):
             InvalidRequest: ``account`` breaks the name rule.
         """
         _validation.name("account", account, optional=True)
-        return self._read(lambda conn: _listings.agents(conn, account), snapshot=True)
+        return self._core._read(lambda conn: _listings.agents(conn, account), snapshot=True)
 
     def readers(self, account: str | None = None) -> list[dict[str, Any]]:
         """The readers facts were handed to, by account and name.
@@ -70,7 +87,7 @@ class ListingMethods(EngineCore):
             InvalidRequest: ``account`` breaks the name rule.
         """
         _validation.name("account", account, optional=True)
-        return self._read(lambda conn: _listings.readers(conn, account))
+        return self._core._read(lambda conn: _listings.readers(conn, account))
 
     def accounts(self) -> list[str]:
         """Every account the memory holds facts, memories, read marks or administrators of.
@@ -78,7 +95,7 @@ class ListingMethods(EngineCore):
         Returns:
             Their names, sorted.
         """
-        return self._read(_listings.accounts)
+        return self._core._read(_listings.accounts)
 
     def admins(self, account: str) -> list[str]:
         """The administrators of ``account`` on the memory's own list (``grant_admin``), not
@@ -94,7 +111,7 @@ class ListingMethods(EngineCore):
             InvalidRequest: ``account`` breaks the name rule.
         """
         _validation.name("account", account)
-        return self._read(lambda conn: _listings.administrators(conn, account))
+        return self._core._read(lambda conn: _listings.administrators(conn, account))
 
     def holds_user(self, account: str, user: str) -> bool:
         """Whether the memory holds anything about ``user`` in ``account``: what ``erase_user``
@@ -114,7 +131,9 @@ class ListingMethods(EngineCore):
         """
         _validation.name("account", account)
         _validation.name("user", user)
-        return self._read(lambda conn: _listings.holds_user(conn, account, user), snapshot=True)
+        return self._core._read(
+            lambda conn: _listings.holds_user(conn, account, user), snapshot=True
+        )
 
     def find_fact(self, fact_id: int) -> Fact | None:
         """The version with this id, whichever account holds it, as stored: for an operator who
@@ -130,7 +149,7 @@ class ListingMethods(EngineCore):
             InvalidRequest: ``fact_id`` is not an integer from 0 to 2**63 - 1.
         """
         _validation.count("fact_id", fact_id)
-        return self._read(lambda conn: _versions.in_any_account(conn, fact_id))
+        return self._core._read(lambda conn: _versions.in_any_account(conn, fact_id))
 
     def stats(self) -> dict[str, Any]:
         """How much the memory holds, counted in one snapshot.
@@ -144,8 +163,17 @@ class ListingMethods(EngineCore):
 
         def work(conn: Connection) -> dict[str, Any]:
             found: dict[str, Any] = dict(_listings.counts(conn))
-            found["size_bytes"] = _listings.size(conn, self.url)
+            found["size_bytes"] = _listings.size(conn, self._core.url)
             found["schema_revision"] = _migrations.state(conn)
             return found
 
-        return self._read(work, snapshot=True)
+        return self._core._read(work, snapshot=True)
+
+    apeople = _twin(people)
+    aagents = _twin(agents)
+    areaders = _twin(readers)
+    aaccounts = _twin(accounts)
+    aadmins = _twin(admins)
+    aholds_user = _twin(holds_user)
+    afind_fact = _twin(find_fact)
+    astats = _twin(stats)
