@@ -28,7 +28,7 @@ from types import ModuleType
 import pytest
 
 import korely_memory
-from korely_memory import Items, MemoryEngine, capture, framing, limits, sealing, tools
+from korely_memory import Items, Listings, MemoryEngine, capture, framing, limits, sealing, tools
 
 from .processes import run_program
 
@@ -37,7 +37,8 @@ REFERENCE = ROOT / "docs" / "reference.md"
 NOT_RUN = "<!-- not run -->"
 ENGINE_SECTION = "`korely_memory`"
 METHODS_SECTION = "`MemoryEngine` methods"
-ITEMS_SECTION = "`Items` methods"  # engine.items
+# The parts of the engine, each with a section of its methods: engine.items, engine.listings.
+PARTS = {"`Items` methods": Items, "`Listings` methods": Listings}
 MODULES = {
     "limits": limits,
     "tools": tools,
@@ -170,15 +171,20 @@ def test_every_argument_of_the_engine_is_described() -> None:
         assert parameter in documented(engine), f"MemoryEngine: argument `{parameter}`"
 
 
-def test_every_method_of_the_items_has_its_reference_with_its_arguments() -> None:
-    """``engine.items``: each method of ``Items`` has its heading in its own section, listed with
-    its async twin, and each of its arguments is described there."""
-    section = reference(ITEMS_SECTION)
-    methods = public_methods(Items)
+@pytest.mark.parametrize("title", sorted(PARTS))
+def test_every_method_of_the_engine_s_parts_has_its_reference_with_its_arguments(
+    title: str,
+) -> None:
+    """``engine.items``, ``engine.listings``: each method of ``Items`` and of ``Listings`` has its
+    heading in its class's own section, listed with its async twin, and each of its arguments is
+    described there."""
+    cls = PARTS[title]
+    section = reference(title)
+    methods = public_methods(cls)
     named = headings(section)
     assert sorted(set(methods) - {n for heading in named for n in heading}) == []
     stale = {n for heading in named for n in heading} - set(methods)
-    assert sorted(stale) == [], "headings that name no method of Items"
+    assert sorted(stale) == [], f"headings that name no method of {cls.__name__}"
     for heading in named:
         for name in heading:
             if name.startswith("a") and name[1:] in methods:
@@ -187,8 +193,8 @@ def test_every_method_of_the_items_has_its_reference_with_its_arguments() -> Non
         if name.startswith("a") and name[1:] in methods:
             continue
         text = subsection(section, name)
-        for parameter in list(inspect.signature(getattr(Items, name)).parameters)[1:]:
-            assert mentions(text, parameter), f"Items.{name}: argument `{parameter}`"
+        for parameter in list(inspect.signature(getattr(cls, name)).parameters)[1:]:
+            assert mentions(text, parameter), f"{cls.__name__}.{name}: argument `{parameter}`"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
