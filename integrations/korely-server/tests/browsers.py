@@ -2,8 +2,10 @@
 ``chromium-driver`` (``apt-get install chromium chromium-driver``), by their paths, so that
 Selenium never looks for, or downloads, a browser of its own.
 
-Without the driver the browser's tests skip, unless ``KORELY_REQUIRE_BROWSER=1`` (CI), where
-they fail.
+``KORELY_CHROMIUM`` and ``KORELY_CHROMEDRIVER`` name another browser and its driver, of one
+version: on GitHub's Ubuntu runners, which have no Debian package, `.ci/run` sets them to the
+image's Google Chrome and the driver in ``$CHROMEWEBDRIVER``. Without the browser or the driver
+the browser's tests skip, unless ``KORELY_REQUIRE_BROWSER=1`` (CI), where they fail.
 """
 
 from __future__ import annotations
@@ -19,19 +21,27 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WIDTH = 1200
+
+
+def browser_paths() -> tuple[Path, Path]:
+    """The browser and its driver: ``$KORELY_CHROMIUM`` and ``$KORELY_CHROMEDRIVER``, where set,
+    else Debian's ``/usr/bin/chromium`` and ``/usr/bin/chromedriver``."""
+    return (
+        Path(os.environ.get("KORELY_CHROMIUM") or "/usr/bin/chromium"),
+        Path(os.environ.get("KORELY_CHROMEDRIVER") or "/usr/bin/chromedriver"),
+    )
 
 
 def require_browser() -> None:
     """Skip the test (fail it under ``KORELY_REQUIRE_BROWSER=1``) where there is no browser."""
-    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    missing = [str(path) for path in browser_paths() if not path.exists()]
     if not missing:
         return
     reason = (
         f"no {' or '.join(missing)}: the administrator's page is tested in Debian's Chromium "
-        "(apt-get install chromium chromium-driver)"
+        "(apt-get install chromium chromium-driver), or the browser and driver that "
+        "$KORELY_CHROMIUM and $KORELY_CHROMEDRIVER name"
     )
     if os.environ.get("KORELY_REQUIRE_BROWSER") == "1":
         pytest.fail(f"KORELY_REQUIRE_BROWSER=1 but {reason}")
@@ -43,8 +53,9 @@ def chromium(folder: Path) -> Iterator[WebDriver]:
     """A headless Chromium with its profile in ``folder`` and its downloads in
     ``folder / "downloads"``; it asks nothing of the network."""
     require_browser()
+    browser, driver_path = browser_paths()
     options = Options()
-    options.binary_location = str(CHROMIUM)
+    options.binary_location = str(browser)
     for argument in (
         "--headless=new",
         "--no-sandbox",  # root in a container
@@ -72,7 +83,7 @@ def chromium(folder: Path) -> Iterator[WebDriver]:
             "safebrowsing.enabled": False,
         },
     )
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver = webdriver.Chrome(service=Service(executable_path=str(driver_path)), options=options)
     try:
         driver.set_page_load_timeout(30)
         yield driver

@@ -20,7 +20,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from .browsers import chromium
+from .browsers import browser_paths, chromium, require_browser
 from .pages import ADMIN_TOKEN, HOME, HOURS, LANGUAGE, WIFI, ok
 from .servers import running
 
@@ -165,3 +165,19 @@ def test_an_administrator_reviews_exports_and_erases_in_the_browser(
         block = ok(marco.get("/v1/context", params={"query": "Giulia Rome Italian"}))["text"]
         assert WIFI["content"] in block
         assert "Rome" not in block and "Italian" not in block
+
+
+def test_the_browser_and_its_driver_are_the_ones_the_variables_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """$KORELY_CHROMIUM and $KORELY_CHROMEDRIVER name the browser and its driver (CI sets them
+    to the runner image's Chrome where there is no Debian package); unset, Debian's paths."""
+    monkeypatch.setenv("KORELY_CHROMIUM", str(tmp_path / "chrome"))
+    monkeypatch.setenv("KORELY_CHROMEDRIVER", str(tmp_path / "driver"))
+    assert browser_paths() == (tmp_path / "chrome", tmp_path / "driver")
+    monkeypatch.setenv("KORELY_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match=r"no \S+/chrome or \S+/driver"):
+        require_browser()
+    monkeypatch.delenv("KORELY_CHROMIUM")
+    monkeypatch.setenv("KORELY_CHROMEDRIVER", "")
+    assert browser_paths() == (Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"))
