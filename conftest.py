@@ -89,8 +89,17 @@ def other_postgresql_url(request: pytest.FixtureRequest) -> Iterator[str]:
         yield url
 
 
+# A test's commits are visible to every other session at once, as always, but do not wait for
+# the server to flush its log to disk (6 ms a commit on the test machines, most of what a
+# PostgreSQL test waits for): only a crash of the server itself could lose one, and no test
+# crashes the server.
+SESSION_OPTIONS = "-csynchronous_commit=off"
+
+
 def _schema_url(schema: str) -> str:
-    url = sa.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    url = sa.make_url(POSTGRES_URL).update_query_dict(
+        {"options": f"-csearch_path={schema} {SESSION_OPTIONS}"}
+    )
     return url.render_as_string(hide_password=False)
 
 
@@ -125,7 +134,12 @@ def _admin() -> sa.Engine:
     """This process's engine that makes and empties the schemas, open from its first PostgreSQL
     test to the end of the session: a connection each test would cost more than the test."""
     if not _ADMIN:
-        admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", pool_size=1)
+        admin = sa.create_engine(
+            POSTGRES_URL,
+            isolation_level="AUTOCOMMIT",
+            pool_size=1,
+            connect_args={"options": SESSION_OPTIONS},
+        )
         # Not a connection any test opened: the check that each test closes its own skips it.
         event.listen(
             admin, "connect", lambda dbapi_connection, _: OPEN_CONNECTIONS.forget(dbapi_connection)

@@ -24,6 +24,7 @@ class Sizes:
     peer_runs: int = 30
     other_owners: int = 100_000
     big_owner: int = 100_000
+    one_person: int = 1_000  # the facts of the person ``big_owner`` is compared with
     remember: int = 2_000
     told_readers: int = 8
     told_writers: int = 2
@@ -42,17 +43,20 @@ class Sizes:
     placements: tuple[str, ...] = ("system", "context", "notes")
     store_items: tuple[int, ...] = (40, 1_000, 10_000)
     locomo_conversations: int | None = None  # the first N of the file's ten (None: all)
+    locomo_questions: int | None = None  # the first N questions of each category (None: all)
     server_clients: int = 20  # korely-server: clients at once, each its own person
     server_calls: int = 50  # calls of each client
+    warm: int | None = None  # at most this many unmeasured runs before a timing (None: as asked)
 
 
 SMOKE = Sizes(
-    facts=(40, 200),
+    facts=(40,),
     budgets=(800,),
     runs=3,
     peer_runs=2,
     other_owners=200,
     big_owner=400,
+    one_person=40,
     remember=20,
     told_readers=2,
     told_writers=1,
@@ -68,10 +72,12 @@ SMOKE = Sizes(
     concurrency=2,
     concurrency_seconds=0.3,
     placements=("notes",),
-    store_items=(40, 200),
+    store_items=(200,),
     locomo_conversations=1,
+    locomo_questions=5,
     server_clients=2,
     server_calls=10,
+    warm=1,
 )
 
 
@@ -130,9 +136,8 @@ class Databases:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
         try:
-            yield self.postgres.update_query_dict(
-                {"options": f"-csearch_path={name}"}
-            ).render_as_string(hide_password=False)
+            schema_url = self.postgres.update_query_dict({"options": session_options(name)})
+            yield schema_url.render_as_string(hide_password=False)
         finally:
             with admin.connect() as conn:
                 conn.exec_driver_sql(f'DROP SCHEMA "{name}" CASCADE')
@@ -142,13 +147,19 @@ class Databases:
         return self.postgres.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def session_options(schema: str) -> str:
+    """libpq's ``options`` for a session in ``schema``, with what ``$PGOPTIONS`` sets: the
+    keyword replaces that variable rather than adding to it."""
+    return f"-csearch_path={schema} {os.environ.get('PGOPTIONS', '')}".strip()
+
+
 def in_turns(
     first: Callable[[], object], second: Callable[[], object], runs: int
 ) -> tuple[float, float]:
-    """Medians of two reads measured in alternating batches."""
+    """Medians of two reads measured in alternating batches (five, or one a run for fewer)."""
     a: list[float] = []
     b: list[float] = []
-    for _ in range(5):
+    for _ in range(min(5, runs)):
         a.append(w.median_ms(first, max(1, runs // 5), warm=5))
         b.append(w.median_ms(second, max(1, runs // 5), warm=5))
     return statistics.median(a), statistics.median(b)

@@ -32,12 +32,14 @@ its conversation is left out, and counted.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import re
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,11 +102,24 @@ def session_of(dia_id: str) -> str:
     return dia_id.split(":", 1)[0]
 
 
-def read(path: str, limit: int | None = None) -> list[Conversation]:
-    """The conversations of ``locomo10.json``, the first ``limit`` of them."""
+def read(path: str, limit: int | None = None, questions: int | None = None) -> list[Conversation]:
+    """The conversations of ``locomo10.json``, the first ``limit`` of them, each with the first
+    ``questions`` questions of each category (None: all)."""
     with open(path, encoding="utf-8") as f:
         raw = json.load(f)
-    return [_conversation(c) for c in raw[:limit]]
+    return [_first_questions(_conversation(c), questions) for c in raw[:limit]]
+
+
+def _first_questions(conv: Conversation, per_category: int | None) -> Conversation:
+    if per_category is None:
+        return conv
+    asked: Counter[int] = Counter()
+    kept = []
+    for q in conv.questions:
+        asked[q.category] += 1
+        if asked[q.category] <= per_category:
+            kept.append(q)
+    return dataclasses.replace(conv, questions=tuple(kept))
 
 
 def _conversation(raw: dict[str, Any]) -> Conversation:
@@ -208,7 +223,7 @@ def locomo(
     if data is None:
         print("locomo skipped: no --data PATH/locomo10.json", file=sys.stderr)
         return
-    conversations = read(data, sizes.locomo_conversations)
+    conversations = read(data, sizes.locomo_conversations, sizes.locomo_questions)
     run = Run()
     first = not any(s.startswith(TITLE) for s in table.sections)
     judge = Judged(chat_model(answer)) if answer is not None and first else None

@@ -22,6 +22,7 @@ from korely_memory._text._bm25 import Lexical
 from korely_memory._text._tokens import TokenCounter
 from korely_memory._text._words import Words, findable
 
+from .base import session_options
 from .data import SINCE, Item
 
 NAMESPACE = ("acme", "giulia", "support-copilot")
@@ -148,7 +149,7 @@ def postgres_store(
             peer.store.setup()
             yield peer
         return
-    options = f"-csearch_path={schema}"
+    options = session_options(schema)
     if pool:
         config = {"min_size": pool, "max_size": pool, "kwargs": {"options": options}}
         with PostgresStore.from_conn_string(libpq_url, pool_config=config) as store:  # type: ignore[arg-type]

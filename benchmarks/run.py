@@ -182,11 +182,16 @@ def flat(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
         f"  time to bulk-load {sizes.other_owners * 10:,} other facts", backend, loaded, "{:.0f} s"
     )
     with dbs.fresh(backend) as url, MemoryEngine(url) as engine:
-        load(engine, {"giulia": items(1_000), "big": items(sizes.big_owner, seed=11)})
+        load(
+            engine,
+            {"giulia": items(sizes.one_person), "big": items(sizes.big_owner, seed=11)},
+        )
         small, big = in_turns(read(engine, person()), read(engine, person("big")), sizes.runs)
-    table.put("1,000 facts of one person", backend, small)
+    table.put(f"{sizes.one_person:,} facts of one person", backend, small)
     table.put(f"{sizes.big_owner:,} facts of one person", backend, big)
-    table.put(f"  ratio ({sizes.big_owner:,} / 1,000)", backend, big / small, "{:.2f}x")
+    table.put(
+        f"  ratio ({sizes.big_owner:,} / {sizes.one_person:,})", backend, big / small, "{:.2f}x"
+    )
 
 
 def writes(table: Table, dbs: Databases, backend: str, sizes: Sizes) -> None:
@@ -296,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         locomo.locomo, data=args.data, embed=args.embed, answer=args.answer
     )
     sizes = SMOKE if args.smoke else Sizes()
+    w.WARM = sizes.warm
     if args.smoke:
         # Tiny sizes start dozens of short-lived processes, each of which would spend longer
         # importing the workloads than working: fork them from one process that imported them.

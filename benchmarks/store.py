@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,7 +24,7 @@ from korely_memory import MemoryEngine
 from langchain_korely import KorelyStore
 
 from . import workloads as w
-from .base import Databases, Sizes, Table
+from .base import Databases, Sizes, Table, session_options
 from .data import QUERY, items
 
 NAMESPACE = ("memories", "giulia")
@@ -107,7 +108,7 @@ def _peer(dbs: Databases, backend: str) -> Iterator[tuple[BaseStore, Callable[[]
     from .peers import postgres_schema
 
     with postgres_schema(dbs.libpq()) as schema:
-        url = dbs.libpq() + f"?options=-csearch_path%3D{schema}"
+        url = dbs.libpq() + "?options=" + urllib.parse.quote(session_options(schema))
 
         def analyse() -> None:
             with psycopg.connect(url, autocommit=True) as conn:
