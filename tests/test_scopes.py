@@ -90,6 +90,25 @@ def test_users_own_fact_wins_over_the_account_fact(engine: MemoryEngine, giulia:
     assert [f.id for f in engine.get_facts(MARCO)] == [shared.id]
 
 
+def test_a_fact_said_again_beside_the_account_fact_that_replaced_it_is_no_change(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    """Giulia's fact, replaced by her proposal for the account and then said again in the same
+    words: to her it is true again (hers hides the account's), so a reader handed it hears of no
+    change, whatever kinds of change it asks for."""
+    engine.grant_admin("acme", "anna")
+    rome = engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    engine.get_context(giulia, reader="bot")
+    proposal = engine.remember(giulia, "home-city", "Giulia lives in Turin", scope="account")
+    assert engine.history(giulia, "home-city")[0].replaced_by_id == proposal.id
+    engine.confirm(ADMIN, proposal.id)
+    again = engine.remember(giulia, "home-city", "Giulia lives in Rome")
+    assert [f.id for f in engine.get_facts(giulia)] == [again.id] != [rome.id]
+    block = engine.get_context(giulia, reader="bot", changes="all")
+    assert block.changed == () and block.changed_more in (0, None)
+    assert engine.trim().marks_told == 1  # its mark was spent without a word
+
+
 def test_confirming_changes_the_row_in_place_and_keeps_the_owner(
     engine: MemoryEngine, giulia: Identity
 ) -> None:

@@ -75,8 +75,11 @@ def resolve(
         now = (
             after if after is not None and after.is_current and _versions.sees(who, after) else None
         )
-        again = now or current.get((was.account, was.agent, _versions.namespace_of(was), was.key))
-        if again is not None and again.content == was.content and again.content:
+        # True again in the same words: in what replaced it, or in its own namespace (where the
+        # person may have said them again while the replacement moved on, confirmed for the
+        # account, and is hidden by theirs).
+        held = current.get((was.account, was.agent, _versions.namespace_of(was), was.key))
+        if was.content and any(f is not None and f.content == was.content for f in (now, held)):
             out.no_change.append(was.id)
             continue
         cause = link.end_cause or EndCause.STATED
