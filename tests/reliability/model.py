@@ -2,7 +2,10 @@
 
 It keeps no database and knows nothing of the engine's code. Where the engine
 assigns something (a new row's id), the model is handed the engine's answer
-and checks that it is new. Logical time (``tick``) stands in for timestamps.
+and checks that it is new. Logical time stands in for timestamps: the hour the
+clock shows (``hour``, moved on by ``time_passes``) and, within it, the order in
+which things happened (``tick``). A fact recorded until an hour (``until``) is
+true until then; from then on it is ended, as expired, at that hour.
 """
 
 from __future__ import annotations
@@ -19,8 +22,12 @@ from korely_memory import (
 )
 
 USER, PROPOSED, ACCOUNT, REJECTED = "user", "account_proposed", "account", "account_rejected"
-EXPLICIT = frozenset({"corrected", "forgotten", "stated"})
-ALL_CAUSES = frozenset({"stated", "corrected", "forgotten", "read_from_memory", "rejected"})
+# Told by default for memory with no end user: changes made on purpose (an end recorded with a
+# fact too).
+EXPLICIT = frozenset({"corrected", "forgotten", "stated", "erased", "expired"})
+ALL_CAUSES = frozenset(
+    {"stated", "corrected", "forgotten", "read_from_memory", "rejected", "erased", "expired"}
+)
 MAX_CHANGES = 3
 ERASED = "<erased>"  # stands for the pseudonym an erasure puts in place of the user
 
@@ -37,13 +44,15 @@ class Row:
     content: str
     scope: str
     source: int | None
-    recorded: int
-    ended: int | None = None
+    recorded: Moment
+    until: int | None = None  # the hour it stops being true
+    ended: Moment | None = None
     cause: str | None = None
     replaced_by: int | None = None
 
     @property
     def current(self) -> bool:
+        """True now: not ended (``time_passes`` ends what expired)."""
         return self.ended is None
 
 
@@ -52,7 +61,7 @@ class Note:
     """A read mark: one fact handed to one reader."""
 
     subject: str
-    ended: int | None = None
+    ended: Moment | None = None
     told: bool = False
 
 
@@ -82,6 +91,8 @@ class MemoryNote:
 
 
 Outcome = int | type[Exception]
+Moment = tuple[int, int]
+"""(the hour, the tick within it): an expiry comes at (its hour, 0), before anything done then."""
 
 
 def subject_of(row: Row) -> str:
@@ -95,11 +106,27 @@ class Model:
     memories: dict[int, MemoryNote] = field(default_factory=dict)
     marks: dict[tuple[str, str, int], Note] = field(default_factory=dict)
     admins: set[tuple[str, str]] = field(default_factory=set)
+    hour: int = 0
     clock: int = 0
 
-    def tick(self) -> int:
+    def tick(self) -> Moment:
         self.clock += 1
-        return self.clock
+        return (self.hour, self.clock)
+
+    def time_passes(self, hours: int) -> int:
+        """The clock moves on: every fact true until an hour that came is ended then, as
+        expired, and so is every mark of it (the engine's reads see them so). Returns how many
+        expired."""
+        self.hour += hours
+        expired = 0
+        for r in self.rows.values():
+            if r.current and r.until is not None and r.until <= self.hour:
+                r.ended, r.cause = (r.until, 0), "expired"
+                expired += 1
+                for (_, _, fact_id), note in self.marks.items():
+                    if fact_id == r.id and note.ended is None:
+                        note.ended = r.ended
+        return expired
 
     # -- who sees what (scopes) -------------------------------------------------------
 
@@ -187,6 +214,7 @@ class Model:
         scope: str,
         source: int | None,
         new_id: int | None,
+        until: int | None = None,
     ) -> Outcome:
         if source is not None and source not in self.memories_of(who):
             return NotFound
@@ -194,9 +222,13 @@ class Model:
         old = self.own_current(who, key)
         if old is None:
             shared = self.account_current(who.account, who.agent, key)
-            if shared is not None and shared.content == content:
+            if shared is not None and (shared.content, shared.until, until) == (
+                content,
+                None,
+                None,
+            ):
                 return shared.id
-        elif old.content == content and old.scope == stored:
+        elif (old.content, old.scope, old.until) == (content, stored, until):
             return old.id
         made = self._new(
             new_id,
@@ -207,6 +239,7 @@ class Model:
             content=content,
             scope=stored,
             source=source,
+            until=until,
         )
         if old is not None:
             self._end(old, "read_from_memory" if source is not None else "stated", made)
@@ -223,11 +256,13 @@ class Model:
             return PermissionDenied
         return shared
 
-    def correct(self, who: Identity, key: str, content: str, new_id: int | None) -> Outcome:
+    def correct(
+        self, who: Identity, key: str, content: str, new_id: int | None, until: int | None = None
+    ) -> Outcome:
         old = self._target(who, key)
         if not isinstance(old, Row):
             return old
-        if old.content == content:
+        if (old.content, old.until) == (content, until):
             return old.id
         made = self._new(
             new_id,
@@ -238,6 +273,7 @@ class Model:
             content=content,
             scope=old.scope,
             source=None,
+            until=until,
         )
         self._end(old, "corrected", made)
         return made

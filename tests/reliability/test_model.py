@@ -4,10 +4,16 @@ Several accounts, users (and agent-team memory), agent definitions and readers
 share a few keys and a few words, so replacements, shadowing, facts true again
 and repeated contents come up often. Every answer is compared with the model's:
 who sees which fact, history, what a block shows, and the changes it tells.
+
+Half the runs hold the engine's clock (``ModelClock``): facts are recorded and corrected with an
+end a few hours ahead, and the clock moves on by hours, so that facts expire (and no longer
+shadow, nor take their key) between the steps. The other half run on the engine's own clock
+(PostgreSQL's, there), as an engine does by default.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +23,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -39,11 +46,37 @@ READERS = (
 KEYS = ("home-city", "plan", "hours")
 WORDS = ("Lives in Rome", "Lives in Milan", "Lives in Turin")
 ADMINS = (("acme", "anna"), ("globex", "giulia"))
-CHANGES: tuple[Any, ...] = (None, "all", ("corrected",), ("stated", "read_from_memory", "rejected"))
+CHANGES: tuple[Any, ...] = (
+    None,
+    "all",
+    ("corrected",),
+    ("stated", "read_from_memory", "rejected"),
+    ("expired",),
+)
 BUDGET = 8000  # everything fits: what is shown is decided by visibility alone
 
 identities = st.sampled_from(IDENTITIES)
 readers = st.sampled_from((None, "bot", "bot", "bot", "helper", "giulia"))
+ends = st.sampled_from((None, None, 1, 2, 3))  # an end so many hours ahead, where the clock is held
+
+
+class ModelClock:
+    """The engine's clock in the runs that hold it: the model's hour, plus a microsecond more on
+    every reading, so that the engine's moments come in the order things happened (and an end
+    due at an hour comes before anything done in it)."""
+
+    START = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+
+    def __init__(self) -> None:
+        self.hour = 0
+        self.readings = 0  # never reset: the engine's moments only go forward
+
+    def __call__(self) -> dt.datetime:
+        self.readings += 1
+        return self.at(self.hour) + dt.timedelta(microseconds=self.readings)
+
+    def at(self, hour: int) -> dt.datetime:
+        return self.START + dt.timedelta(hours=hour)
 
 
 def kinds_of(changes: Any) -> frozenset[str] | None:
@@ -53,11 +86,12 @@ def kinds_of(changes: Any) -> frozenset[str] | None:
 
 
 class EngineAgainstModel(RuleBasedStateMachine):
-    def __init__(self, engine: MemoryEngine) -> None:
+    def __init__(self, engine: MemoryEngine, clock: ModelClock | None = None) -> None:
         super().__init__()
         self.engine = engine
+        self.clock = clock
         empty(engine)
-        self.model = Model()
+        self.model = Model(hour=clock.hour if clock else 0)
         for account, user in ADMINS:
             engine.grant_admin(account, user)
             self.model.admins.add((account, user))
@@ -109,24 +143,49 @@ class EngineAgainstModel(RuleBasedStateMachine):
 
     # -- writes ----------------------------------------------------------------------
 
+    def _until(self, hours: int | None) -> tuple[int | None, dt.datetime | None]:
+        """An end ``hours`` ahead (None: none), as the model's hour and as the engine's moment;
+        none on the engine's own clock."""
+        if hours is None or self.clock is None:
+            return None, None
+        until = self.model.hour + hours
+        return until, self.clock.at(until)
+
     def _remember(
-        self, who: Identity, key: str, content: str, scope: str, source: int | None
+        self,
+        who: Identity,
+        key: str,
+        content: str,
+        scope: str,
+        source: int | None,
+        hours: int | None = None,
     ) -> None:
+        until, end = self._until(hours)
         got = self.run(
-            lambda: self.engine.remember(who, key, content, scope=scope, source_memory_id=source)
+            lambda: self.engine.remember(
+                who, key, content, scope=scope, source_memory_id=source, valid_until=end
+            )
         )
         expected = self.model.remember(
-            who, key, content, scope, source, got if isinstance(got, int) else None
+            who, key, content, scope, source, got if isinstance(got, int) else None, until
         )
         assert got == expected
 
-    @rule(who=identities, key=st.sampled_from(KEYS), content=st.sampled_from(WORDS))
-    def remember(self, who: Identity, key: str, content: str) -> None:
-        self._remember(who, key, content, "user", None)
+    @rule(who=identities, key=st.sampled_from(KEYS), content=st.sampled_from(WORDS), hours=ends)
+    def remember(self, who: Identity, key: str, content: str, hours: int | None) -> None:
+        self._remember(who, key, content, "user", None, hours)
 
-    @rule(who=identities, key=st.sampled_from(KEYS), content=st.sampled_from(WORDS))
-    def propose(self, who: Identity, key: str, content: str) -> None:
-        self._remember(who, key, content, "account", None)
+    @rule(who=identities, key=st.sampled_from(KEYS), content=st.sampled_from(WORDS), hours=ends)
+    def propose(self, who: Identity, key: str, content: str, hours: int | None) -> None:
+        self._remember(who, key, content, "account", None, hours)
+
+    @precondition(lambda self: self.clock is not None)
+    @rule(hours=st.sampled_from((1, 1, 2)))
+    def time_passes(self, hours: int) -> None:
+        assert self.clock is not None
+        tally("model operations")
+        self.clock.hour += hours
+        tally("facts expired", self.model.time_passes(hours))
 
     @rule(
         who=identities,
@@ -140,11 +199,13 @@ class EngineAgainstModel(RuleBasedStateMachine):
     ) -> None:
         self._remember(who, key, content, scope, self.memory_of(who, data))
 
-    @rule(who=identities, content=st.sampled_from(WORDS), data=st.data())
-    def correct(self, who: Identity, content: str, data: st.DataObject) -> None:
+    @rule(who=identities, content=st.sampled_from(WORDS), hours=ends, data=st.data())
+    def correct(self, who: Identity, content: str, hours: int | None, data: st.DataObject) -> None:
         key = self.key_of(who, data)
-        got = self.run(lambda: self.engine.correct(who, key, content))
-        assert got == self.model.correct(who, key, content, got if isinstance(got, int) else None)
+        until, end = self._until(hours)
+        got = self.run(lambda: self.engine.correct(who, key, content, valid_until=end))
+        made = got if isinstance(got, int) else None
+        assert got == self.model.correct(who, key, content, made, until)
 
     @rule(who=identities, data=st.data())
     def forget(self, who: Identity, data: st.DataObject) -> None:
@@ -214,6 +275,7 @@ class EngineAgainstModel(RuleBasedStateMachine):
             changed_more=block.changed_more if block.changed_more is not None else -1,
         )
         tally("changes told", len(block.changed))
+        tally("expiries told", sum(c.cause == "expired" for c in block.changed))
         assert got == expected
         assert {(f.id, f.content) for f in block.facts} == {
             (i, self.model.rows[i].content) for i in expected.facts
@@ -253,13 +315,21 @@ class EngineAgainstModel(RuleBasedStateMachine):
 
 
 def test_engine_agrees_with_the_model_of_the_spec(db_url: str) -> None:
+    """As many runs as ever in all: half on the engine's own clock, half on the model's."""
+    runs = settings(
+        max_examples=scale(100, 2000) // 2,
+        stateful_step_count=scale(50, 80),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
     with MemoryEngine(db_url) as engine:
         run_state_machine_as_test(
             lambda: EngineAgainstModel(engine),  # type: ignore[arg-type]  # a factory is accepted too
-            settings=settings(
-                max_examples=scale(100, 2000),
-                stateful_step_count=scale(50, 80),
-                deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-            ),
+            settings=runs,
+        )
+    clock = ModelClock()
+    with MemoryEngine(db_url, clock=clock) as engine:
+        run_state_machine_as_test(
+            lambda: EngineAgainstModel(engine, clock),  # type: ignore[arg-type]
+            settings=runs,
         )

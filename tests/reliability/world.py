@@ -60,6 +60,7 @@ def broken_invariants(engine: MemoryEngine) -> list[str]:
                     "forgotten",
                     "read_from_memory",
                     "rejected",
+                    "expired",
                 ):
                     problems.append(f"ended fact {r.id} has end_cause {r.end_cause!r}")
             if r.replaced_by_id is not None:
