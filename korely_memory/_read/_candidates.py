@@ -114,23 +114,26 @@ def candidates(
         params["terms"] = terms
     else:
         params.update({f"t{i}": t for i, t in enumerate(terms)})
-    rows = conn.exec_driver_sql(prepared.sql, prepared.arguments(params))
-    paged = dict.fromkeys(_Part, 0)
+    result = conn.exec_driver_sql(prepared.sql, prepared.arguments(params))
+    read, rows = _reader(tuple(result.keys())), result.all()
+    kind, fact_values = read.kind, read.fact
+    paged = [0] * len(_Part)
     seen: dict[int, Fact] = {}
     versions: dict[str, tuple[int, int]] = {}
     counts = _Counts(own=0, shared=0, has_memories=0)
     moment = prepared.moment
-    for row in rows.mappings():
-        part = row["kind"]
-        if part == _Part.VERSIONS:
-            kept = _Versions(*(row[column] for column in _VERSIONS_IN))
+    for row in rows:
+        part = kind(row)
+        if part == _VERSIONS_ROW:
+            kept = _Versions._make(read.versions(row))
             versions[kept.owner_key] = (kept.version, kept.expiring)
-        elif part == _Part.COUNTS:
-            counts = _Counts(*(row[column] for column in _COUNTS_IN))
+        elif part == _COUNTS_ROW:
+            counts = _Counts._make(read.counts(row))
         else:
             paged[part] += 1
-            if row["id"] not in seen:
-                seen[row["id"]] = _fact(_fact_values(row), moment)
+            values = fact_values(row)
+            if values[_ID] not in seen:
+                seen[values[_ID]] = _fact(values, moment)
     # The statement hides account facts a user's own fact shadows; the index allows one per key.
     found = list(seen.values())
     complete = page is None or (paged[_Part.OWN] <= page and paged[_Part.ACCOUNT] <= page)
@@ -188,10 +191,43 @@ class _Versions(NamedTuple):
 _VERSIONS_IN = _Versions(owner_key="owner", version="id", expiring="replaced_by_id")
 """The column of facts each part of a row of versions is in."""
 
-_fact_values = operator.itemgetter(*_FIELDS)
-"""A row's fact's values, in the order of the fields of `Fact`, by the columns' names."""
+
+@dataclass(frozen=True)
+class _Reader:
+    """The parts of the statement's rows, each got by the names of its columns (found once per
+    set of columns: a block reads hundreds of rows)."""
+
+    kind: Callable[[Any], int]
+    fact: Callable[[Any], tuple[Any, ...]]
+    """The fact's values, in the order of the fields of `Fact`."""
+    counts: Callable[[Any], tuple[Any, ...]]
+    versions: Callable[[Any], tuple[Any, ...]]
+
+
+@functools.lru_cache(maxsize=8)
+def _values_by_name(columns: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A row's fact's values, in the order of the fields of `Fact`, by its columns' names."""
+    return operator.itemgetter(*(columns.index(name) for name in _FIELDS))
+
+
+@functools.lru_cache(maxsize=8)
+def _reader(columns: tuple[str, ...]) -> _Reader:
+    at = {name: i for i, name in enumerate(columns)}
+
+    def by_name(*names: str) -> Any:
+        return operator.itemgetter(*(at[name] for name in names))
+
+    return _Reader(
+        kind=by_name("kind"),
+        fact=by_name(*_FIELDS),
+        counts=by_name(*_COUNTS_IN),
+        versions=by_name(*_VERSIONS_IN),
+    )
+
 
 _MOMENTS = [f for f in _FIELDS if isinstance(facts.c[f].type, UTCDateTime)]
+_ID = _FIELDS.index("id")  # in a fact's values
+_VERSIONS_ROW, _COUNTS_ROW = int(_Part.VERSIONS), int(_Part.COUNTS)
 
 
 _FACTS: TextCache[tuple[Any, ...], Fact] = TextCache(4 * 2**20)
@@ -554,9 +590,10 @@ def best_matching(
         "now": now,
         "limit": limit,
     }
-    rows = conn.execute(statement, params).mappings().all()
-    found = [(_versions.from_values(_fact_values(row)), row["score"]) for row in rows]
-    return Matching(found, bool(rows[0]["has_memories"]) if rows else None)
+    rows = conn.execute(statement, params).all()
+    values = _values_by_name(tuple(rows[0]._fields)) if rows else None
+    found = [(_versions.from_values(values(row)), row.score) for row in rows if values]
+    return Matching(found, bool(rows[0].has_memories) if rows else None)
 
 
 @functools.lru_cache(maxsize=2)

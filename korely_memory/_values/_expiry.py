@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from ._identity import EndCause
 from ._types import Fact
 
-Moment = Any
+SqlMoment = Any
 """A moment as SQL: a bound parameter, a column or the server's clock."""
 
 
@@ -34,12 +34,12 @@ def is_due(end: dt.datetime | None, now: dt.datetime) -> bool:
     return end is not None and end <= now
 
 
-def due(end: Any, now: Moment) -> sa.ColumnElement[bool]:
+def due(end: Any, now: SqlMoment) -> sa.ColumnElement[bool]:
     """SQL of ``is_due``: the column ``end`` holds a moment, not after ``now``."""
     return sa.and_(end.is_not(None), end <= now)
 
 
-def to_come(end: Any, now: Moment) -> sa.ColumnElement[bool]:
+def to_come(end: Any, now: SqlMoment) -> sa.ColumnElement[bool]:
     """SQL of ``not is_due``: the column ``end`` holds no moment, or one after ``now``."""
     return sa.or_(end.is_(None), end > now)
 
@@ -52,7 +52,7 @@ def is_live(fact: Fact, now: dt.datetime) -> bool:
     return fact.is_current and not is_due(fact.valid_until, now)
 
 
-def live(table: Any, now: Moment) -> sa.ColumnElement[bool]:
+def live(table: Any, now: SqlMoment) -> sa.ColumnElement[bool]:
     """SQL of ``is_live``, for the version a row of ``table`` (facts, or an alias) holds: not
     ended, and its ``valid_until`` still to come.
 
@@ -68,7 +68,7 @@ def is_expired(fact: Fact, now: dt.datetime) -> bool:
     return fact.is_current and is_due(fact.valid_until, now)
 
 
-def expired(table: Any, now: Moment) -> sa.ColumnElement[bool]:
+def expired(table: Any, now: SqlMoment) -> sa.ColumnElement[bool]:
     """SQL of ``is_expired``, for the version a row of ``table`` holds.
 
     Its first two terms are those of the partial index of the true facts that expire
