@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import itertools
 import os
 import shutil
 import socket
@@ -72,6 +73,91 @@ def require_postgres() -> None:
     if os.environ.get("KORELY_REQUIRE_POSTGRES") == "1":
         pytest.fail(f"KORELY_REQUIRE_POSTGRES=1 but {reason}")
     pytest.skip(reason)
+
+
+# The slowest tests (seconds each, a quiet 2-vCPU machine, before the smoke sizes shrank): each
+# worker starts its share of them first, so that none is left to start last.
+SLOW = {
+    "tests/test_benchmarks_smoke.py::test_smoke_run_prints_the_table": 75,
+    "tests/reliability/test_model.py::test_engine_agrees_with_the_model_of_the_spec": 43,
+    "tests/test_benchmarks_smoke.py::test_locomo_on_one_conversation_prints_its_tables": 32,
+    "tests/reliability/test_isolation.py::test_no_answer_shows_what_its_identity_may_not_see": 22,
+    "integrations/korely-server/tests/test_server_load.py::"
+    "test_twenty_clients_at_once_are_all_served_and_every_write_is_kept": 9,
+    "tests/test_concurrency.py::test_racing_processes_on_postgresql": 8,
+    "tests/test_told_once.py::test_told_once_with_processes_on_postgresql": 6,
+    "integrations/llama-index-memory-korely/tests/test_llamaindex_chat_store.py::"
+    "test_forty_conversations_start_together_on_one_chat_store": 6,
+    "tests/test_erasure.py::test_no_cache_of_the_process_keeps_an_erased_word": 6,
+    "integrations/langchain-korely/tests/test_store_langgraph_async.py::"
+    "test_large_batches_async": 5,
+    "integrations/korely-mcp/tests/test_mcp_example.py::"
+    "test_the_example_tells_the_laptop_of_the_phones_correction_once": 5,
+    "tests/test_concurrency.py::test_racing_threads": 4,
+    "integrations/llama-index-memory-korely/tests/test_llamaindex_notes.py::"
+    "test_notes_meet_the_targets_against_the_other_placements": 4,
+    "tests/test_told_once.py::test_told_once_with_threads": 4,
+    "tests/reliability/test_told_once_processes.py::"
+    "test_each_change_is_told_once_to_readers_of_distinct_names": 4,
+    "integrations/langchain-korely/tests/test_store_langgraph_async.py::test_large_batches": 4,
+    "tests/reliability/test_faults.py::test_a_writer_killed_mid_write_leaves_no_partial_version": 4,
+    "tests/reliability/test_told_once_processes.py::"
+    "test_each_change_is_told_once_to_one_name_read_by_many_processes": 4,
+    "integrations/korely-mcp/tests/test_mcp_stdio.py::"
+    "test_a_change_is_told_in_one_conversation_of_one_call_and_not_in_the_next": 4,
+    "integrations/langchain-korely/tests/test_langchain_example.py::"
+    "test_the_demo_captures_facts_and_a_correction_told_once": 3,
+    "integrations/korely-server/tests/test_server_browser.py::"
+    "test_an_administrator_reviews_exports_and_erases_in_the_browser": 3,
+    "tests/reliability/test_told_once_threads.py::"
+    "test_each_change_is_told_once_to_one_name_read_by_threads_of_one_engine": 3,
+    "tests/reliability/test_told_once_threads.py::"
+    "test_each_change_is_told_once_to_one_name_read_by_engines_of_one_process": 3,
+    "tests/test_engine.py::"
+    "test_processes_connecting_to_a_new_sqlite_file_at_once_all_get_wal_mode": 3,
+}
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``--numprocesses=auto``: a worker more than the cores, for the tests that wait (on a
+    subprocess starting, a lock, a sleep) rather than compute."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) + 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In each worker of ``--dist=worksteal``, order the tests so that each worker's first share
+    starts with its part of the ``SLOW`` ones.
+
+    The scheduler hands worker i the i-th of as many equal runs of the list as there are
+    workers, then moves tests from the end of a busy worker's share to an idle one. The slow
+    tests go, longest first, to the share with the least slow seconds so far, at its head;
+    every other test keeps its place in the order of the collection.
+    """
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if workers < 2:  # (a worker's ``--dist`` reads "no": its controller schedules)
+        return
+
+    def seconds(item: pytest.Item) -> float:
+        return SLOW.get(item.nodeid.partition("[")[0], 0)
+
+    sizes = []
+    left = len(items)
+    for i in range(workers):  # as the scheduler splits the list
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    heads: list[list[pytest.Item]] = [[] for _ in sizes]
+    load = [0.0] * workers
+    for item in sorted((i for i in items if seconds(i)), key=seconds, reverse=True):
+        share = min((s for s in range(workers) if len(heads[s]) < sizes[s]), key=lambda s: load[s])
+        heads[share].append(item)
+        load[share] += seconds(item)
+    rest = iter(i for i in items if not seconds(i))
+    items[:] = [
+        item
+        for head, size in zip(heads, sizes, strict=True)
+        for item in [*head, *itertools.islice(rest, size - len(head))]
+    ]
 
 
 @pytest.fixture
