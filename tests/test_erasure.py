@@ -439,6 +439,26 @@ def test_forgetting_a_memory_deletes_the_item_whose_words_were_read_from_it(
         assert conn.execute(sa.select(items)).all() == []
 
 
+def test_forgetting_a_memory_leaves_the_item_a_later_version_not_read_from_it_holds(
+    engine: MemoryEngine, giulia: Identity
+) -> None:
+    namespace = ("memories", "giulia")
+    fact = engine.items.put(
+        giulia, namespace, "trip", {"text": "Goes to Paris"}, text="Goes to Paris"
+    )
+    said = engine.capture(
+        giulia,
+        [("user", f"I go to {SECRET} instead")],
+        extractor=lambda m, f: [Operation("replace", fact.key, f"Goes to {SECRET}")],
+    )
+    assert said.memory is not None
+    engine.items.put(giulia, namespace, "trip", {"text": "Goes to Berlin"}, text="Goes to Berlin")
+    engine.forget_memory(giulia, said.memory.id)
+    (item,) = engine.items.get("acme", giulia.agent, [(namespace, "trip")])
+    assert item is not None and item.value == {"text": "Goes to Berlin"}
+    assert [f.content for f in engine.get_facts(giulia)] == ["Goes to Berlin"]
+
+
 def test_forgetting_a_memory_leaves_confirmed_account_facts_standing(
     engine: MemoryEngine, giulia: Identity
 ) -> None:

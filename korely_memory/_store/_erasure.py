@@ -35,6 +35,7 @@ from .._db._schema import (
     admins,
     erasures,
     facts,
+    items,
     memories,
     personal_row,
 )
@@ -283,9 +284,16 @@ def _memory_facts(f: _Forgotten) -> int:
 
 
 def _memory_items(f: _Forgotten) -> int:
-    """An item whose fact was read from it (written again by a capture) goes with the words."""
+    """An item whose words were read from it goes with them: one that holds a version read from
+    it, and one whose key such a version held until now (written again by a capture). An item
+    whose key a later version, not read from it, holds stays."""
+    held = [version.id for version in f.versions]
+    f.conn.execute(
+        items.delete().where(items.c.account == f.memory.account, items.c.fact_id.in_(held))
+    )
     for version in f.versions:
-        _items.erase_fact(f.conn, version)
+        if version.is_current:
+            _items.erase_fact(f.conn, version)
     return 0
 
 
