@@ -226,7 +226,13 @@ def _until(text: str | None) -> dt.datetime | dt.date | None:
     Raises:
         InvalidRequest: ``until`` is neither (``limits.check_moment``).
     """
-    return None if text is None else check_moment("until", text)
+    return None if text is None else _moment("until", text)
+
+
+def _moment(field: str, value: Any) -> dt.datetime | dt.date:
+    """``limits.check_moment`` of what the model sent, whose refusal repeats it folded (no
+    frame tag, no line break reaches the model's context through it)."""
+    return check_moment(field, fold(value) if isinstance(value, str) else value)
 
 
 def _in_future(write: Callable[[], Fact]) -> Fact:
@@ -665,7 +671,7 @@ def _check_facts(arguments: Mapping[str, Any]) -> _FactsRequest | ToolResult:
         return _refuse(f"limit: must be between 1 and {MAX_FACTS_LIMIT}, got {limit}.")
     as_of = arguments.get("as_of")
     try:
-        moment = None if as_of is None else check_moment("as_of", as_of)
+        moment = None if as_of is None else _moment("as_of", as_of)
     except InvalidRequest as error:
         return _refuse_error(str(error))
     cursor = arguments.get("cursor")
@@ -712,7 +718,7 @@ def _page(cursor: str) -> _FactsRequest | None:
     if not isinstance(everything, bool) or not (as_of is None or isinstance(as_of, str)):
         return None
     try:
-        then = check_moment("as_of", as_of) if as_of is not None else None
+        then = _moment("as_of", as_of) if as_of is not None else None
     except InvalidRequest:
         return None
     return _FactsRequest(everything, then, after=(key, fact_id))
