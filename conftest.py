@@ -118,13 +118,6 @@ SLOW = {
 }
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``--numprocesses=auto``: a worker more than the cores, for the tests that wait (on a
-    subprocess starting, a lock, a sleep) rather than compute."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (cores or 1) + 1
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In each worker of ``--dist=worksteal``, order the tests so that each worker's first share
     starts with its part of the ``SLOW`` ones.
