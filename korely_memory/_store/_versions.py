@@ -16,12 +16,11 @@ from sqlalchemy.engine import Connection
 
 from .._db import _database
 from .._db._schema import ACCOUNT_SPACE, facts, personal_row, true_account_row, true_personal_row
-from .._text._words import Words, findable
+from .._text._words import Words
 from .._values._expiry import expired, is_due, is_expired, is_live, live, seen_at
 from .._values._identity import EndCause, Identity, Scope
 from .._values._types import FACT_FIELDS, Fact
 from . import _marks, _word_index
-from ._vectors import forget_vectors
 
 ACCOUNT = Scope.ACCOUNT.value
 FIELDS = list(FACT_FIELDS)
@@ -462,11 +461,3 @@ def same_key(fact: Fact) -> sa.ColumnElement[bool]:
 def versions_where(conn: Connection, selected: sa.ColumnElement[bool]) -> list[Fact]:
     """The versions ``selected`` selects."""
     return [Fact.from_row(r) for r in conn.execute(sa.select(facts).where(selected))]
-
-
-def erase_words(conn: Connection, account: str, where: sa.ColumnElement[bool]) -> int:
-    """Remove the words of the versions of ``account`` that ``where`` selects (ended ones: no
-    index row holds them), and any vector kept of them."""
-    said = conn.execute(sa.select(facts.c.key, facts.c.content).where(where)).all()
-    forget_vectors(conn, account, [findable(key, content) for key, content in said])
-    return conn.execute(facts.update().where(where).values(content="", words=0)).rowcount
