@@ -394,3 +394,33 @@ def test_db_create_refuses_sqlite_and_makes_no_file(tmp_path: Path) -> None:
     )
     assert "PostgreSQL only" in refused
     assert not (tmp_path / "memory.db").exists()
+
+
+def test_stats_counts_the_bytes_of_every_partition(postgresql_url: str, giulia: Identity) -> None:
+    """On tables partitioned by account the rows are in the partitions, the parents hold none:
+    ``korely stats`` counts the partitions' bytes, each once, not the empty parents'."""
+    korely("--url", postgresql_url, "db", "create", "--partitions", "8")
+    fill(postgresql_url, giulia)
+    with MemoryEngine(postgresql_url) as engine:
+        for n in range(300):
+            engine.add_memory(giulia, f"Giulia said thing number {n} " + "word " * 40)
+        with engine.db.connect() as conn:
+            names = [t.name for t in Base.metadata.sorted_tables]
+            parents, leaves = conn.execute(
+                sa.text(
+                    "SELECT (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c"
+                    "        WHERE c.oid = ANY(:tables)),"
+                    "       (SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0)"
+                    "        FROM pg_inherits i WHERE i.inhparent = ANY(:tables))"
+                ).bindparams(sa.bindparam("tables", type_=sa.ARRAY(sa.Integer))),
+                {"tables": [_oid(conn, name) for name in names]},
+            ).one()
+    assert leaves > 10 * parents  # the rows are in the partitions
+    said = as_json(korely("--url", postgresql_url, "--json", "stats"))["size_bytes"]
+    assert said == parents + leaves
+
+
+def _oid(conn: sa.Connection, table: str) -> int:
+    return int(
+        conn.execute(sa.text("SELECT CAST(to_regclass(:t) AS oid)"), {"t": table}).scalar_one()
+    )

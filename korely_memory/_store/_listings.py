@@ -216,13 +216,19 @@ def counts(conn: Connection) -> dict[str, int]:
 
 def size(conn: Connection, url: URL) -> int | None:
     """Bytes on disk: the SQLite file and its log, or the memory's tables and their indexes on
-    PostgreSQL (the database may hold an application's tables too). None in memory."""
+    PostgreSQL (the database may hold an application's tables too). None in memory.
+
+    A table partitioned by account (``korely db create --partitions``) holds no rows itself:
+    its partitions do, and each table's partition tree (the table alone, when it is not
+    partitioned) is counted."""
     if conn.dialect.name == "postgresql":
         names = [t.name for t in Base.metadata.sorted_tables]
         total = conn.execute(
             sa.text(
-                "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) "
-                "FROM unnest(CAST(:names AS text[])) AS t"
+                "WITH t AS (SELECT to_regclass(n) AS r FROM unnest(CAST(:names AS text[])) AS n) "
+                "SELECT coalesce(sum(pg_total_relation_size(r)), 0) FROM ("
+                "SELECT r FROM t UNION SELECT p.relid FROM t, pg_partition_tree(t.r) AS p"
+                ") AS every_table"
             ),
             {"names": names},
         ).scalar_one()
