@@ -484,13 +484,15 @@ def _item(found: StoreItem) -> Item:
 
 
 def _search_item(found: StoreItem, score: float | None) -> SearchItem:
+    # An embedder's vectors may be numpy's (LangChain's DeterministicFakeEmbedding), and so
+    # their cosine: a plain float is what JSON encoders (orjson, LangMem's) take.
     return SearchItem(
         namespace=found.namespace,
         key=found.key,
         value=found.value,
         created_at=found.created_at,
         updated_at=found.updated_at,
-        score=score,
+        score=None if score is None else float(score),
     )
 
 
