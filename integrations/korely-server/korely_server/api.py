@@ -14,6 +14,7 @@ import datetime as dt
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
@@ -33,7 +34,31 @@ from ._auth import caller_of, person, reaches_everyone, require_admin
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1")
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route takes, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for below in dependant.dependencies:
+        names |= _query_names(below)
+    return names
+
+
+def known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not take, as a body field it does not take is
+    refused: a misspelt or misplaced one (``?user_id=`` on a route that works on no person)
+    would otherwise be ignored, and the call work on what the token alone names."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or route.path == "/v1/{rest:path}":
+        return
+    taken = _query_names(route.dependant)
+    for name in request.query_params:
+        if name not in taken:
+            path = route.path.replace(":path}", "}")
+            takes = f"it takes {', '.join(sorted(taken))}" if taken else "it takes none"
+            raise InvalidRequest(name, f"is not a query parameter of {path}: {takes}")
+
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(known_query)])
 
 CallerDep = Annotated[Caller, Depends(caller_of)]
 UserId = Annotated[

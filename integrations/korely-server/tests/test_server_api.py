@@ -138,6 +138,53 @@ def test_identity_comes_from_the_token_never_from_the_request(db_url: str, tmp_p
             assert caller.post("/v1/proposals/1/confirm").status_code == 403
 
 
+def test_an_unknown_query_parameter_is_refused_on_every_route_naming_it(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    from korely_server.api import router
+
+    with (
+        running(sqlite_url, tmp_path) as server,
+        server.client("giulia") as giulia,
+        server.client("backend") as backend,
+        server.client("admin") as admin,
+    ):
+        rome = ok(giulia.post("/v1/facts", json=HOME), 201)
+        ok(giulia.get("/v1/context"))  # giulia-laptop is handed Rome: a read mark
+        # The read marks are the reader's: naming a user there must not pass for choosing
+        # whose marks go (it would delete Giulia's laptop's, not a mark about Marco).
+        refused = backend.delete("/v1/agents/giulia-laptop", params={"user_id": "marco"})
+        assert refused.status_code == 422, refused.text
+        error = error_of(refused)
+        assert (error["code"], error["field"]) == ("invalid_request", "user_id")
+        said = "user_id: is not a query parameter of /v1/agents/{agent_id}: it takes none"
+        assert error["message"] == said
+        with contextlib.closing(MemoryEngine(server.database)) as engine:
+            marks = engine.export_user(GIULIA.account, "giulia").marks
+        assert [(m.reader, m.fact_id) for m in marks] == [("giulia-laptop", rome["id"])]
+
+        # Every route, whatever its method: a parameter it does not take is a 422 naming it,
+        # before anything is read or written.
+        routes = [r for r in router.routes if r.path != "/v1/{rest:path}"]  # type: ignore[attr-defined]
+        assert len(routes) == 19
+        for route in routes:
+            path = route.path.replace("{agent_id:path}", "giulia-laptop")  # type: ignore[attr-defined]
+            path = path.replace("{user_id:path}", "giulia")
+            path = path.replace("{fact_id}", str(rome["id"])).replace("{memory_id}", "1")
+            path = path.replace("{pending_id}", "1")
+            for method in route.methods:  # type: ignore[attr-defined]
+                answer = admin.request(method, path, params={"user": "marco"})
+                assert answer.status_code == 422, (method, path, answer.text)
+                error = error_of(answer)
+                assert (error["code"], error["field"]) == ("invalid_request", "user"), error
+        typo = giulia.get("/v1/facts", params={"include_invalidate": "true"})
+        assert error_of(typo)["field"] == "include_invalidate"
+        assert "include_invalidated" in error_of(typo)["message"]  # the names it takes
+    with contextlib.closing(MemoryEngine(sqlite_url)) as engine:
+        assert [f.id for f in engine.get_facts(GIULIA, include_invalidated=True)] == [rome["id"]]
+        assert engine.export_user(GIULIA.account, "giulia").marks != ()
+
+
 def test_a_reader_is_told_of_a_change_once(db_url: str, tmp_path: Path) -> None:
     with (
         running(db_url, tmp_path) as server,
@@ -164,7 +211,9 @@ def test_a_reader_is_told_of_a_change_once(db_url: str, tmp_path: Path) -> None:
         # The writer's own reader is not told of its own change.
         assert ok(giulia.get("/v1/context"))["changed"] == []
 
-        marks = ok(backend.delete("/v1/agents/giulia-phone"))
+        # Read marks are the reader's, whoever they are about: the route takes no user_id.
+        with server.client("backend") as names_no_user:
+            marks = ok(names_no_user.delete("/v1/agents/giulia-phone"))
         assert marks["read_marks_deleted"] >= 1
         engine = MemoryEngine(server.database)
         try:
