@@ -9,8 +9,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from langchain_classic.base_memory import BaseMemory
 from pydantic import PrivateAttr
+
+try:
+    from langchain_classic.base_memory import BaseMemory
+except ModuleNotFoundError as missing:  # the extra is not installed: say which one to install
+    if missing.name != "langchain_classic":
+        raise
+    raise ModuleNotFoundError(
+        "KorelyMemory needs langchain-classic, which langchain-korely's `classic` extra "
+        'installs: pip install "langchain-korely[classic]"',
+        name=missing.name,
+    ) from missing
 
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from korely_memory.tools import exchange_memories
