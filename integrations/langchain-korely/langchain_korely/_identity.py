@@ -73,6 +73,9 @@ class KeptOrContext:
     The kept identity is sealed for its thread (an HMAC under a secret only the database
     holds): a state update (`Command(update=...)`, `update_state`) cannot make one, nor
     move one from another thread.
+
+    Either way, a run whose config names another user under `langgraph_user_id` (LangMem's)
+    is refused: see `check_langgraph_user`. A resolver of the application's is its own rule.
     """
 
     def __init__(self, engine: MemoryEngine) -> None:
@@ -80,11 +83,49 @@ class KeptOrContext:
 
     def __call__(self, run: Any) -> Identity:
         context = getattr(run, "context", None)
+        who: Identity | None = None
         if context is None:
-            kept = kept_identity(self.engine, getattr(run, "state", None), _thread(run))
-            if kept is not None:
-                return kept
-        return _identity_in(context)
+            who = kept_identity(self.engine, getattr(run, "state", None), _thread(run))
+        if who is None:
+            who = _identity_in(context)
+        check_langgraph_user(who, run)
+        return who
+
+
+LANGGRAPH_USER = "langgraph_user_id"
+"""The key of the run's `configurable` that names its user for LangMem's tools and manager
+(their namespaces' `{langgraph_user_id}`)."""
+
+
+def check_langgraph_user(who: Identity, run: Any) -> None:
+    """Refuse a run whose config names another user under `langgraph_user_id` than `who`'s.
+
+    LangMem's tools and manager write under `config["configurable"]["langgraph_user_id"]`
+    (through `KorelyStore`, that user's memory), while the identity comes from the run's
+    context: when the two differ, the run would write one person's memory while showing
+    another's. Nothing is checked where the config is out of sight (an async run on Python
+    3.10, in the middleware's model hook).
+
+    Raises:
+        InvalidRequest: They differ (`field` is `langgraph_user_id`).
+    """
+    try:
+        config = getattr(run, "config", None)
+    except InvalidRequest:  # RunView: out of the middleware's sight
+        return
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    named = configurable.get(LANGGRAPH_USER) if isinstance(configurable, Mapping) else None
+    if named is None or str(named) == who.user:
+        return
+    raise InvalidRequest(
+        LANGGRAPH_USER,
+        f"the run's config names langgraph_user_id={str(named)!r}, the user LangMem's tools "
+        "and manager write for, but its identity (the memory korely shows and its tools "
+        f"write) is user {who.user!r}: one run would write one person's memory and show "
+        "another's. Give both the same user (context=Identity(account, user, agent) and "
+        "config={'configurable': {'langgraph_user_id': user}}), or take the identity from "
+        "the config with identity_from=.",
+    )
 
 
 def resolver_for(engine: MemoryEngine, identity_from: IdentityResolver | None) -> IdentityResolver:
