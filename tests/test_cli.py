@@ -396,3 +396,46 @@ async def test_each_listing_has_an_async_twin_that_reads_the_same(
         with pytest.raises(InvalidRequest):
             await listings.aadmins("a/b")
         assert not any(hasattr(engine, n) for n in ("people", "apeople", "stats", "find_fact"))
+
+
+def test_facts_without_an_agent_lists_the_person_s_facts_under_every_agent(
+    db_url: str, giulia: Identity
+) -> None:
+    """``korely facts acme giulia``: what the memory keeps of Giulia, agent by agent; the
+    account's facts (the agents', not hers) and other people's facts are not among them."""
+    fill(db_url, giulia)
+    with MemoryEngine(db_url) as engine:
+        engine.remember(Identity("acme", "giulia", "billing-bot"), "plan", "Giulia pays yearly")
+        engine.remember(Identity("acme", "giuliana", "billing-bot"), "plan", "Pays monthly")
+        engine.remember(Identity("globex", "giulia", "support-copilot"), "city", "Lives in Oslo")
+        office = next(p for p in engine.proposals("acme") if "Turin" in p.content)
+        engine.confirm(Identity("acme", "anna", office.agent), office.id)
+    shown = korely("--url", db_url, "facts", "acme", "giulia")
+    assert shown.exit_code == 0 and shown.stderr == "", shown.stderr
+    data = as_json(korely("--url", db_url, "--json", "facts", "acme", "giulia"))
+    assert [(f["agent"], f["key"], f["content"]) for f in data] == [
+        ("billing-bot", "plan", "Giulia pays yearly"),
+        ("support-copilot", "home-city", "Giulia lives in Milan"),
+    ]
+    assert {f["owner"] for f in data} == {"giulia"}
+    every = as_json(korely("--url", db_url, "--json", "facts", "acme", "giulia", "--history"))
+    assert [f["content"] for f in every if f["key"] == "home-city"] == [
+        "Giulia lives in Milan",
+        "Giulia lives in Rome",
+    ]
+    # With the agent, as before: what that agent shows her, the account's facts too.
+    with_agent = as_json(
+        korely("--url", db_url, "--json", "facts", "acme", "giulia", "support-copilot")
+    )
+    assert "Acme's office is in Turin" in [f["content"] for f in with_agent]
+
+
+def test_facts_without_an_agent_of_someone_the_memory_does_not_hold_names_the_near_ones(
+    db_url: str, giulia: Identity
+) -> None:
+    fill(db_url, giulia)
+    said = korely("--url", db_url, "facts", "acme", "Giulia")
+    assert said.exit_code == 0 and said.stdout.strip() == "(no facts)"
+    assert "holds nothing of 'Giulia' in 'acme'" in said.stderr and "'giulia'" in said.stderr
+    refused = one_error(korely("--url", db_url, "facts", "acme", "gi/ulia"), "invalid_request")
+    assert "user" in refused

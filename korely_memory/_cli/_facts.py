@@ -8,15 +8,16 @@ import click
 
 from .._values import _validation
 from .._values._errors import NotFound
-from .._values._identity import Identity
+from .._values._identity import Identity, Scope
 from ._app import ListByDefault, Settings, cli, common, moment_option, open_engine, user_or_none
+from ._lists import known_users
 from ._output import did_you_mean, emit, facts_table, table
 
 
 @cli.command()
 @click.argument("account")
 @click.argument("user")
-@click.argument("agent")
+@click.argument("agent", required=False)
 @click.option("--history", is_flag=True, help="Every version, ended ones too.")
 @moment_option("--as-of", "What was true in the world then.")
 @moment_option("--known-as-of", "As the memory knew it then.")
@@ -26,29 +27,57 @@ def facts(
     ctx: click.Context,
     account: str,
     user: str,
-    agent: str,
+    agent: str | None,
     history: bool,
     as_of: dt.date | None,
     known_as_of: dt.date | None,
 ) -> None:
     """The facts ACCOUNT USER AGENT sees, newest first.
 
-    USER may be '' for the memory of an agent that serves no particular person.
+    Without AGENT, USER's own facts and proposals under every agent definition of
+    ACCOUNT, agent by agent (the account's facts, which every agent shows, are
+    listed with an AGENT). USER may be '' for the memory of an agent that serves
+    no particular person.
     """
     if history and (as_of or known_as_of):
         raise click.UsageError("--history lists every version; leave out --as-of/--known-as-of")
+    _validation.name("account", account)
+    owner = user_or_none(user)
+    if owner is not None:
+        _validation.name("user", owner)
+    if agent is not None:
+        _validation.name("agent", agent)
     engine = open_engine(ctx)
-    who = Identity(account, user_or_none(user), agent)
-    found = engine.get_facts(who, as_of=as_of, known_as_of=known_as_of, include_invalidated=history)
+    known = [row["agent"] for row in engine.listings.agents(account)]
+    found = []
+    for each in [agent] if agent is not None else known:
+        seen = engine.get_facts(
+            Identity(account, owner, each),
+            as_of=as_of,
+            known_as_of=known_as_of,
+            include_invalidated=history,
+        )
+        if agent is None:  # the account's facts are the agent's, not this person's
+            seen = [f for f in seen if f.owner == owner and f.effective_scope != Scope.ACCOUNT]
+        found += seen
     emit(ctx.obj, found, lambda: facts_table(found, versions=history))
-    if not found:
-        known = [row["agent"] for row in engine.listings.agents(account)]
-        if agent not in known:
-            click.echo(
-                f"korely: no agent {agent!r} holds anything in {account!r}"
-                f"{did_you_mean(agent, known)} (korely agents {account} lists them)",
-                err=True,
-            )
+    if found:
+        return
+    if agent is None:
+        if owner is not None:
+            people = known_users(engine, account)
+            if owner not in people:
+                click.echo(
+                    f"korely: the memory holds nothing of {owner!r} in {account!r}"
+                    f"{did_you_mean(owner, people)} (korely people {account} lists them)",
+                    err=True,
+                )
+    elif agent not in known:
+        click.echo(
+            f"korely: no agent {agent!r} holds anything in {account!r}"
+            f"{did_you_mean(agent, known)} (korely agents {account} lists them)",
+            err=True,
+        )
 
 
 @cli.command()
