@@ -26,10 +26,12 @@ import json
 import logging
 import re
 import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+from langgraph.config import get_config
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -59,6 +61,8 @@ _PLAIN_FIELD = re.compile(r"[\w -]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 EXACT = 2**53
+_CHECKS_KEPT = 4096  # namespaces a store remembers having checked for a user's label
+_RUN_USERS = ("langgraph_user_id", "user_id")
 
 
 class KorelyStore(BaseStore):
@@ -116,6 +120,7 @@ class KorelyStore(BaseStore):
         self.ttl_config: TTLConfig = TTLConfig(**(ttl or {}))
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
+        self._label_checked: set[tuple[str, ...]] = set()
 
     # -- BaseStore ---------------------------------------------------------------------------
 
@@ -224,6 +229,8 @@ class KorelyStore(BaseStore):
             self.engine.items.delete(self.account, self.agent, op.namespace, op.key)
             return
         who, place = self.whose(op.namespace)
+        if who.user is None:
+            self._warn_of_a_user_label(tuple(op.namespace))
         value = dict(op.value)
         words, at = shown(value)
         self.engine.items.put(
@@ -321,9 +328,58 @@ class KorelyStore(BaseStore):
             kept = sorted({ns[: op.max_depth] for ns in kept})
         return kept[op.offset : op.offset + op.limit]
 
+    def _warn_of_a_user_label(self, namespace: tuple[str, ...]) -> None:
+        """Warn, once a namespace, when a namespace outside every pattern (the agent's own
+        memory) has a label that names a person: the run's ``langgraph_user_id`` or
+        ``user_id``, or someone the memory holds anything of. LangGraph's examples put the
+        user first, ``(user_id, "memories")``, which the default rule does not read as the
+        user's: ``erase_user`` and ``export_user`` would miss what is put there."""
+        if namespace in self._label_checked or any(
+            len(namespace) >= len(p) and all(a == b for a, b in zip(p, namespace, strict=False))
+            for p in self.namespaces
+            if USER not in p
+        ):
+            return  # checked before, or a pattern of the agent's own memory said so
+        if len(self._label_checked) >= _CHECKS_KEPT:
+            self._label_checked.clear()
+        self._label_checked.add(namespace)
+        named = _run_users()
+        for label in namespace:
+            if label in named:
+                known = "the run's user"
+            else:
+                try:
+                    if not self.engine.listings.holds_user(self.account, label):
+                        continue
+                except InvalidRequest:  # not a name a person can have
+                    continue
+                known = f"a person the memory of account {self.account!r} holds"
+            at = namespace.index(label)
+            pattern = (*namespace[:at], USER, *namespace[at + 1 :])
+            warnings.warn(
+                f"KorelyStore: the namespace {namespace!r} matches no pattern of namespaces=, "
+                f"so it is the agent's own memory (no user), yet its label {label!r} names "
+                f"{known}: engine.erase_user and engine.export_user will not find what is put "
+                f"there. If it is the memory of {label!r}, make the store with "
+                f"namespaces=[{pattern!r}, ...].",
+                UserWarning,
+                stacklevel=5,
+            )
+            return
+
     @property
     def _live(self) -> bool:
         return bool(self.ttl_config.get("omit_expired", False))
+
+
+def _run_users() -> set[str]:
+    """The users the LangGraph run this is called in names (``langgraph_user_id``, LangMem's,
+    and ``user_id``, LangGraph's examples'), if it is called in one."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # outside a run
+        return set()
+    return {str(configurable[k]) for k in _RUN_USERS if configurable.get(k) is not None}
 
 
 def words_of(value: dict[str, Any]) -> str:

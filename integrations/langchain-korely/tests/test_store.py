@@ -354,7 +354,8 @@ def test_the_namespace_rule_can_be_set(engine: MemoryEngine) -> None:
         engine, account=ACCOUNT, agent=AGENT, namespaces=[("users", "{user}", "facts")]
     )
     store.put(("users", "giulia", "facts"), "home", {"content": "Giulia lives in Rome"})
-    store.put(("memories", "giulia"), "home", {"content": "not Giulia's: the agent's"})
+    with pytest.warns(UserWarning, match=r"\('memories', 'giulia'\) matches no pattern"):
+        store.put(("memories", "giulia"), "home", {"content": "not Giulia's: the agent's"})
     assert [f.content for f in engine.get_facts(GIULIA)] == ["Giulia lives in Rome"]
     assert [f.content for f in engine.get_facts(TEAM)] == ["not Giulia's: the agent's"]
     for bad in ["users", [("a.b", "{user}")], [("{user}", "{user}")], [()]]:
