@@ -220,7 +220,7 @@ class ContextMethods(EngineCore):
             _notes.lock(conn, who, conversation)
             earlier = _notes.read(conn, who, conversation)
             kept = [n for n in earlier if present is None or n.seq in present]
-            seen = _notes.shown(kept)
+            seen = _notes.shown(conn, who, kept)
             facts, memories, changes, derived = _notes.unshown(
                 conn, who.account, whole, seen, derive=request.reader is None
             )
@@ -242,7 +242,12 @@ class ContextMethods(EngineCore):
             note = render(facts, derived)
             told = {c.was.id for c in note.changed}
             if any(c.was.id not in told for c in derived):  # no room to tell it: shown as a fact
-                facts += [c.now for c in derived if c.was.id not in told and c.now is not None]
+                listed = {f.id for f in facts}
+                facts += [
+                    c.now
+                    for c in derived
+                    if c.was.id not in told and c.now is not None and c.now.id not in listed
+                ]
                 note = render(facts, [c for c in derived if c.was.id in told])
             kept_note = _notes.keep(conn, who, conversation, anchor, note, self._now(conn))
             volatile = kept_note.text

@@ -44,6 +44,8 @@ class Shown:
     facts: frozenset[int]
     memories: frozenset[int]
     changed: frozenset[int]
+    keyed: frozenset[int] = frozenset()
+    """The versions shown on a fact line, under their key (a change's line names no key)."""
 
 
 def _slot(fact: Fact) -> tuple[bool, str]:
@@ -81,13 +83,35 @@ def _note(row: Any) -> Note:
     )
 
 
-def shown(kept: Sequence[Note]) -> Shown:
+def shown(conn: Connection, who: Identity, kept: Sequence[Note]) -> Shown:
     """What ``kept``, the notes still in the prompt, showed."""
     return Shown(
         facts=frozenset(i for n in kept for i in n.facts),
         memories=frozenset(i for n in kept for i in n.memories),
         changed=frozenset(i for n in kept for i in n.changed),
+        keyed=_keyed(conn, who, kept),
     )
+
+
+def _keyed(conn: Connection, who: Identity, kept: Sequence[Note]) -> frozenset[int]:
+    """The versions ``kept`` show on a fact line: a line of one version that is not a change's
+    (``- no longer true: OLD`` shows one version too, the one it tells the end of)."""
+    if not kept or not any(n.facts for n in kept):
+        return frozenset()
+    conversation = kept[0].conversation
+    rows = conn.execute(
+        sa.select(notes.c["items"]).where(
+            _where(who, conversation), notes.c.seq.in_([n.seq for n in kept])
+        )
+    )
+    found: set[int] = set()
+    for (raw,) in rows:
+        items = json.loads(raw)
+        changed = set(items["changed"])
+        for _, ids in items["lines"]:
+            if len(ids) == 1 and ids[0].startswith("f") and int(ids[0][1:]) not in changed:
+                found.add(int(ids[0][1:]))
+    return frozenset(found)
 
 
 def unshown(
@@ -99,10 +123,26 @@ def unshown(
     reader, whose changes no mark tells), a fact whose key the conversation was shown in an
     older version is told as a change from that version, as long as changes have room in a
     block (``MAX_CHANGES``); past that it is shown as a fact. A reader's changes are its
-    marks': never its own, once for the reader, in whichever conversation reads first."""
+    marks': never its own, once for the reader, in whichever conversation reads first.
+
+    A fact is shown again, on a line with its key, when no fact line of the notes still in the
+    prompt names its key (the note that did left with its message): the same version, or one a
+    change tells now, which a change's line alone would show without its key."""
     told_now = {c.now.id for c in block.changed if c.now is not None}
-    new_facts = [f for f in block.facts if f.id not in seen.facts and f.id not in told_now]
     changes = [c for c in block.changed if c.was.id not in seen.changed]
+    keyed = _keyed_slots(conn, account, seen.keyed)
+    new_facts = [
+        f
+        for f in block.facts
+        if _slot(f) not in keyed or (f.id not in seen.facts and f.id not in told_now)
+    ]
+    listed = {f.id for f in new_facts}
+    unkeyed = [
+        c.now
+        for c in changes
+        if c.now is not None and c.now.id not in listed and _slot(c.now) not in keyed
+    ]
+    new_facts = [*unkeyed, *new_facts]
     derived: list[Change] = []
     if derive and seen.facts and new_facts:
         older: dict[tuple[bool, str], Fact] = {}
@@ -119,9 +159,20 @@ def unshown(
                 continue
             day = (was.ended_recorded_at or fact.recorded_at).date()
             derived.append(Change(was, fact, day, was.end_cause or EndCause.CORRECTED))
+            if _slot(fact) not in keyed:  # told, and shown under its key
+                kept.append(fact)
         new_facts = kept
     new_memories = [m for m in block.memories if m.id not in seen.memories]
     return new_facts, new_memories, changes, derived
+
+
+def _keyed_slots(
+    conn: Connection, account: str, keyed: frozenset[int]
+) -> frozenset[tuple[bool, str]]:
+    """The keys (by scope) that fact lines of the notes still in the prompt show: those of the
+    ``keyed`` versions whose words are not erased (their line says ``REDACTED``)."""
+    found = _versions.by_ids(conn, account, sorted(keyed)) if keyed else []
+    return frozenset(_slot(f) for f in found if not f.erased)
 
 
 def lines_of(block: ContextBlock) -> list[tuple[int, list[str]]]:
