@@ -74,7 +74,9 @@ class ContextMethods(EngineCore):
                 in order.
             present: With ``conversation``, the ``seq`` of the earlier notes still in
                 the prompt (None: all of them). What a note no longer in the prompt
-                showed (its message was summarised away) may be shown again.
+                showed (its message was summarised away) may be shown again: a fact whose
+                key no note still in the prompt shows on a fact line comes under its key,
+                beside any change told of it.
 
         Returns:
             The block. ``block.text`` goes into the prompt.
