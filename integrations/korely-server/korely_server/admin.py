@@ -6,20 +6,25 @@ an HttpOnly, SameSite=Strict cookie scoped to ``/admin`` (`_sessions`), and ever
 token up in the token file again. Every form that changes something carries the session's CSRF
 token, and a POST whose Origin is another site's is refused. Whatever the page shows of facts is
 data: the templates escape everything, and no data is marked safe.
+
+A person's page shows its lists a page at a time, as ``/v1/facts`` does: ``limit`` items at most
+(the API's default and most), in the API's order and with its cursors; each page links the
+next, the previous and the first by plain links.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import functools
 import importlib.resources
 import logging
-import re
 import threading
-from collections.abc import Callable, Coroutine
+import unicodedata
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
-from urllib.parse import quote, urlsplit
+from typing import Annotated, Any, Generic, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
 from fastapi import APIRouter, FastAPI, Form, Request
@@ -29,10 +34,20 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy.exc import SQLAlchemyError
 
 from korely_mcp import Caller, TokenFile
-from korely_memory import Identity, InvalidRequest, KorelyError, MemoryEngine, limits
+from korely_memory import (
+    Fact,
+    Identity,
+    InvalidRequest,
+    KorelyError,
+    Memory,
+    MemoryEngine,
+    PendingFact,
+    limits,
+)
 
 from ._sessions import LIFETIME, Session, Sessions
 from ._timeline import WIDTH, histories
+from .api import PAGE, PAGE_MOST, _cursor, _next_cursor
 
 __all__ = ["COOKIE", "router"]
 
@@ -244,11 +259,20 @@ def _person(admin: _Admin, user: str, agent: str | None = None) -> Identity:
     )
 
 
+def _whole(text: str, most: int) -> int | None:
+    """``text`` as a whole number from 1 to ``most``, or None."""
+    # ASCII digits only: str.isdigit() also takes '²' (which int() refuses) and other scripts';
+    # and no more of them than ``most`` has (int() refuses a number of 4,301 digits).
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(most)):
+        return None
+    return int(text) if 1 <= int(text) <= most else None
+
+
 def _fact_id(text: str) -> int:
-    # ASCII digits only: str.isdigit() also takes '²' (which int() refuses) and other scripts'.
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) < 2**63:
+    fid = _whole(text, 2**63 - 1)
+    if fid is None:
         raise InvalidRequest("fact_id", f"must be a fact's id (a whole number), got {text!r}")
-    return int(text)
+    return fid
 
 
 Csrf = Annotated[str, Form()]
@@ -364,28 +388,180 @@ def look_up(request: Request, user: str = "") -> Response:
     return _redirect(request, f"/people/{quote(who.user or '', safe='')}")
 
 
+T = TypeVar("T")
+Place = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class _Links:
+    """Where a list's other pages are: a link to each that applies, else None."""
+
+    first: str | None = None
+    previous: str | None = None
+    next: str | None = None
+
+
+@dataclass(frozen=True)
+class _Part(Generic[T]):
+    """One page of a list the person's page shows."""
+
+    items: Sequence[T]
+    first: int
+    """The place of the first item shown in the list, from 1."""
+    total: int
+    links: _Links
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.items) - 1
+
+
+@dataclass(frozen=True)
+class _List(Generic[T]):
+    """How one list of a person's page pages: its cursor's parameter and the section it is,
+    the order it keeps, and its cursors (one names the item a page ends at)."""
+
+    parameter: str
+    anchor: str
+    place: Callable[[T], Place]
+    cursor: Callable[[T], str]
+    after: Callable[[str], Place]
+    """The place a cursor names. Raises InvalidRequest for one this list did not give."""
+
+
+def _fact_after(parameter: str) -> Callable[[str], Place]:
+    def after(text: str) -> Place:
+        try:
+            found = _cursor(text)
+        except InvalidRequest:
+            raise InvalidRequest(parameter, "is not a cursor this list gave") from None
+        assert found is not None
+        return found[0], -found[1]
+
+    return after
+
+
+def _id_after(parameter: str, newest_first: bool) -> Callable[[str], Place]:
+    def after(text: str) -> Place:
+        found = _whole(text, 2**63 - 1)
+        if found is None:
+            raise InvalidRequest(parameter, "is not a cursor this list gave")
+        return (-found if newest_first else found,)
+
+    return after
+
+
+def _fact_place(fact: Fact) -> Place:
+    # /v1/facts' order: by key, a key's versions newest first.
+    return fact.key, -fact.id
+
+
+FACTS: _List[Fact] = _List("cursor", "facts", _fact_place, _next_cursor, _fact_after("cursor"))
+ACCOUNT_FACTS: _List[Fact] = _List(
+    "account_cursor",
+    "account-facts",
+    _fact_place,
+    _next_cursor,
+    _fact_after("account_cursor"),
+)
+MEMORIES: _List[Memory] = _List(
+    "memory_cursor",
+    "memories",
+    lambda m: (-m.id,),
+    lambda m: str(m.id),
+    _id_after("memory_cursor", newest_first=True),
+)
+HELD: _List[PendingFact] = _List(
+    "held_cursor",
+    "held",
+    lambda p: (p.id,),
+    lambda p: str(p.id),
+    _id_after("held_cursor", newest_first=False),
+)
+LISTS: tuple[_List[Any], ...] = (FACTS, ACCOUNT_FACTS, MEMORIES, HELD)
+PERSON_QUERY = ("agent", "limit", *(listed.parameter for listed in LISTS))
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return PAGE
+    limit = _whole(text, PAGE_MOST)
+    if limit is None:
+        raise InvalidRequest("limit", f"must be a whole number from 1 to {PAGE_MOST}, got {text!r}")
+    return limit
+
+
+def _part(
+    request: Request, who: Identity, listed: _List[T], items: Sequence[T], limit: int
+) -> _Part[T]:
+    """The page of ``items`` (in ``listed``'s order) the request's cursor for it asks for."""
+    items = sorted(items, key=listed.place)
+    cursor = request.query_params.get(listed.parameter)
+    start = (
+        0 if cursor is None else bisect.bisect_right(items, listed.after(cursor), key=listed.place)
+    )
+    shown = items[start : start + limit]
+
+    def link(at: T | None) -> str:
+        return _person_link(request, who, listed, None if at is None else listed.cursor(at))
+
+    links = _Links()
+    if start + limit < len(items):
+        links = _Links(next=link(shown[-1]))
+    if start > 0:
+        back = start - limit
+        links = _Links(link(None), link(items[back - 1]) if back > 0 else link(None), links.next)
+    return _Part(shown, start + 1, len(items), links)
+
+
+def _person_link(request: Request, who: Identity, listed: _List[Any], cursor: str | None) -> str:
+    """The person's page with the request's query, but ``listed`` at ``cursor``."""
+    query = {name: request.query_params.get(name) for name in PERSON_QUERY}
+    query[listed.parameter] = cursor
+    kept = urlencode({name: value for name, value in query.items() if value is not None})
+    path = f"{_base(request)}/people/{quote(who.user or '', safe='')}"
+    return f"{path}{'?' if kept else ''}{kept}#{listed.anchor}"
+
+
 @router.get("/people/{user}")
 def person(request: Request, user: str, agent: str | None = None) -> Response:
     admin = _signed_in(request)
     who = _person(admin, user, agent)
     assert who.user is not None
+    limit = _limit(request.query_params.get("limit"))
     engine = _engine(request)
     versions = engine.get_facts(who, include_invalidated=True)
     export = engine.export_user(who.account, who.user)
-    held = [p for p in export.pending if p.agent == who.agent]  # the export's, oldest first
     # The version each key of theirs holds now: a held change drawn against another is refused.
     holding = {f.key: f.id for f in versions if f.is_current and f.owner == who.user}
-    agents = sorted({f.agent for f in (*export.facts, *export.proposals)} | {who.agent})
-    keys = histories(versions, export.marks, export.exported_at)
+    agents = sorted(
+        {f.agent for f in (*export.facts, *export.proposals)}
+        | {m.agent for m in export.memories}
+        | {who.agent}
+    )
+    # Their keys: one a version of which is theirs (stated, proposed or read about them); the
+    # others are the account's facts they see.
+    theirs = {f.key for f in versions if f.owner == who.user}
+    own = [f for f in versions if f.key in theirs]
+    shared = [f for f in versions if f.key not in theirs]
+    facts = _part(request, who, FACTS, own, limit)
+    account_facts = _part(request, who, ACCOUNT_FACTS, shared, limit)
+    memories = [m for m in export.memories if m.agent == who.agent]
+    held = [p for p in export.pending if p.agent == who.agent]
     return _page(
         request,
         "person.html",
         who=who,
-        keys=[k for k in keys if k.concerns(who.user)],
-        shared=[k for k in keys if not k.concerns(who.user)],
+        facts=facts,
+        keys=histories(facts.items, export.marks, export.exported_at, every=own),
+        account_facts=account_facts,
+        shared=histories(account_facts.items, export.marks, export.exported_at, every=shared),
+        opened=ACCOUNT_FACTS.parameter in request.query_params,
+        limit=limit,
         width=WIDTH,
-        held=held,
+        held=_part(request, who, HELD, held, limit),
         holding=holding,
+        memories=_part(request, who, MEMORIES, memories, limit),
         export=export,
         agents=agents,
     )
@@ -405,15 +581,32 @@ def export(request: Request, user: str, csrf: Csrf = "") -> Response:
     assert who.user is not None
     body = _engine(request).export_user(who.account, who.user).to_dict()
     logger.info("%r exported a person's data", admin.caller.name)
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", f"korely-export-{who.account}-{who.user}")
     return JSONResponse(
         body,
         headers={
-            "Content-Disposition": f'attachment; filename="{name}.json"',
+            "Content-Disposition": _attachment(f"korely-export-{who.account}-{who.user}.json"),
             "Cache-Control": "no-store",
             "X-Content-Type-Options": "nosniff",
         },
     )
+
+
+def _attachment(name: str) -> str:
+    """A Content-Disposition for a download named ``name``: the name with its letters and
+    digits of every script in ``filename*`` (RFC 6266 and 5987), and as ASCII in ``filename``
+    for clients that read no other; any other character is ``_`` (a quote, a slash, a
+    direction override)."""
+    kept = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+    fallback = "".join(
+        c
+        if c.isascii()
+        else unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode() or "_"
+        for c in kept
+    )
+    fallback = "".join(c if c.isalnum() or c in "._-" else "_" for c in fallback)
+    if fallback == kept:
+        return f'attachment; filename="{kept}"'
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(kept, safe='')}"
 
 
 @router.get("/people/{user}/erase")

@@ -62,6 +62,22 @@ def message(page: httpx.Response) -> str:
     return html.unescape(found.group(1))
 
 
+def version_ids(page: httpx.Response | str) -> list[int]:
+    """The ids of the fact versions a person's page shows, in its order."""
+    text = page if isinstance(page, str) else page.text
+    return [int(i) for i in re.findall(r'<li class="version \w+" id="version-(\d+)">', text)]
+
+
+def page_link(page: httpx.Response | str, rel: str, section: str = "facts") -> str | None:
+    """The link to another page (``rel``: first, prev or next) of a list of a person's page (the
+    list of the ``section``: facts, account-facts, memories, held), as the browser follows it."""
+    text = page if isinstance(page, str) else page.text
+    found = re.search(rf'<section id="{section}">.*?</section>', text, flags=re.S)
+    assert found is not None, f"no section {section}"
+    link = re.search(rf'<a href="([^"]+)" rel="{rel}">', found.group(0))
+    return html.unescape(link.group(1)).split("#")[0] if link else None
+
+
 def giulias_story(server: Server) -> dict[str, Any]:
     """Giulia's facts with some history: her home city (read by her laptop, corrected by the
     application's backend, and the laptop told), the language she prefers, a pet read from a

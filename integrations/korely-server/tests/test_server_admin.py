@@ -8,8 +8,11 @@ import contextlib
 import json
 import re
 from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from korely_memory import MemoryEngine
+import httpx
+
+from korely_memory import Identity, MemoryEngine, Scope
 
 from .pages import (
     ADMIN_TOKEN,
@@ -19,10 +22,12 @@ from .pages import (
     giulias_story,
     message,
     ok,
+    page_link,
     signed_in,
+    version_ids,
     words,
 )
-from .servers import GIULIA, TOKENS, running, token_entry, write_tokens
+from .servers import ADMIN, AGENT, GIULIA, MARCO, TOKENS, running, token_entry, write_tokens
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -139,7 +144,7 @@ def test_the_queue_changes_only_with_the_sessions_csrf_token(db_url: str, tmp_pa
         bad = browser.post("/admin/proposals/first/confirm", data={"csrf": csrf_of(queue)})
         assert bad.status_code == 422 and "fact_id" in message(bad)
         # Digits of other scripts are not ids: '²' once made a 500, '١٠' confirmed fact 10.
-        for digits in ("²", "١٠", str(2**63)):
+        for digits in ("²", "١٠", str(2**63), "9" * 5000):  # 5,000 digits: int() refuses
             odd = browser.post(f"/admin/proposals/{digits}/confirm", data={"csrf": csrf_of(queue)})
             assert odd.status_code == 422 and "fact_id" in message(odd), digits
         assert "Traceback" not in again.text + missing.text + bad.text
@@ -196,6 +201,9 @@ def test_a_persons_page_shows_each_keys_history_and_who_was_handed_it(
         assert "proposed for the account by giulia; confirmed by ada" in wifi
         hours = _version(page.text, story["hours"]["id"])
         assert "rejected for the account" in hours and "Ended rejected by an administrator" in hours
+        # Its reviewer rejected it: the page says so, never that she confirmed it.
+        assert "proposed for the account by giulia; rejected by ada" in hours
+        assert "confirmed" not in hours
         assert 'class="bar rejected"' in page.text
 
         held = re.search(r'<table class="pending">.*?</table>', page.text, flags=re.S)
@@ -231,6 +239,171 @@ def test_a_persons_page_shows_each_keys_history_and_who_was_handed_it(
             nobody.status_code == 200
             and "No fact of their own through support-copilot" in words(nobody)
         )
+
+
+def test_a_persons_page_pages_their_versions_as_the_api_does(db_url: str, tmp_path: Path) -> None:
+    """125 versions of Giulia's (120 of one key), and 3 account facts Marco stated: each page
+    holds the versions /v1/facts gives for the same limit and cursor, and its links (plain
+    links, the other lists' places kept) reach every version once, the last page too."""
+    with contextlib.closing(MemoryEngine(db_url)) as engine:
+        for n in range(120):
+            engine.remember(GIULIA, "city", f"Giulia lives in town {n}")
+        for n in range(5):
+            engine.remember(GIULIA, f"k{n}", f"Giulia's fact {n}")
+        assert ADMIN.user is not None
+        engine.grant_admin(ADMIN.account, ADMIN.user)
+        for n in range(3):
+            proposed = engine.remember(MARCO, f"rule-{n}", f"Rule {n}", scope=Scope.ACCOUNT)
+            engine.confirm(ADMIN, proposed.id)
+        everything = {f.id for f in engine.get_facts(GIULIA, include_invalidated=True)}
+        shared = {f.id for f in engine.get_facts(MARCO) if f.key.startswith("rule-")}
+    with (
+        running(db_url, tmp_path) as server,
+        signed_in(server) as browser,
+        server.client("backend") as backend,
+    ):
+        # The API's default page: 100 versions, and a link to the next.
+        first = browser.get("/admin/people/giulia")
+        assert first.status_code == 200 and len(version_ids(_section(first, "facts"))) == 100
+        assert "Versions 1 to 100 of 125" in words(first)
+        assert page_link(first, "next") is not None and page_link(first, "first") is None
+
+        # Page by page, the API's pages: the same versions, and the same cursor. (The API lists
+        # Marco's account facts too: their keys come after Giulia's.)
+        link: str | None = f"/admin/people/giulia?agent={AGENT}&limit=50"
+        api = {"user_id": "giulia", "include_invalidated": True, "limit": 50}
+        seen: list[int] = []
+        pages = []
+        cursor: str | None = None
+        while link is not None:
+            page = browser.get(link)
+            assert page.status_code == 200, page.text
+            asked = {**api, "cursor": cursor} if cursor else api
+            answer = ok(backend.get("/v1/facts", params=asked))
+            theirs = [f["id"] for f in answer["facts"] if f["id"] not in shared]
+            shows = version_ids(_section(page, "facts"))
+            assert sorted(shows) == sorted(theirs)
+            seen += shows
+            pages.append(page)
+            link = page_link(page, "next")
+            cursor = answer["next_cursor"]
+            if link is not None:
+                query = parse_qs(urlsplit(link).query)
+                assert query == {"agent": [AGENT], "limit": ["50"], "cursor": [cursor]}
+        assert len(pages) == 3 and cursor is None
+        assert sorted(seen) == sorted(everything - shared)  # each version once
+        # A key cut by pages says which of its versions a page holds, and what holds now.
+        middle = pages[1]
+        assert "Versions 21 to 70 of its 120, oldest first" in words(middle)
+        assert "city Giulia lives in town 119" in words(middle)
+        assert f"version-{max(everything - shared)}" not in middle.text
+        last = pages[2]
+        assert "Versions 101 to 125 of 125" in words(last)
+        assert "Versions 1 to 20 of its 120" in words(last)
+        back = browser.get(page_link(last, "prev") or "")
+        assert version_ids(_section(back, "facts")) == version_ids(_section(middle, "facts"))
+        start = browser.get(page_link(last, "first") or "")
+        assert (
+            version_ids(_section(start, "facts"))[0] == version_ids(_section(pages[0], "facts"))[0]
+        )
+
+        # The account's facts they see page apart, and stay open when a link leads there.
+        one = browser.get("/admin/people/giulia", params={"limit": 2})
+        assert "<details>" in _section(one, "account-facts")
+        later = page_link(one, "next", "account-facts")
+        assert later is not None and parse_qs(urlsplit(later).query)["limit"] == ["2"]
+        two = browser.get(later)
+        assert "<details open>" in _section(two, "account-facts")
+        assert len(version_ids(_section(two, "account-facts"))) == 1
+        assert (
+            set(version_ids(_section(one, "account-facts")))
+            | set(version_ids(_section(two, "account-facts")))
+            == shared
+        )
+        # Paging one list keeps the other where it was.
+        assert version_ids(_section(two, "facts")) == version_ids(_section(one, "facts"))
+
+        # A limit or a cursor the page did not give is a message naming it, as /v1 would.
+        for asked, field in (
+            ({"limit": 0}, "limit"),
+            ({"limit": 501}, "limit"),
+            ({"limit": "ten"}, "limit"),
+            ({"limit": "9" * 5000}, "limit"),
+            ({"cursor": "not-a-cursor"}, "cursor"),
+            ({"account_cursor": "AAAA"}, "account_cursor"),
+            ({"memory_cursor": "-1"}, "memory_cursor"),
+            ({"held_cursor": "x"}, "held_cursor"),
+        ):
+            refused = browser.get("/admin/people/giulia", params=asked)
+            assert refused.status_code == 422, asked
+            assert message(refused).startswith(f"{field}: "), message(refused)
+
+
+def test_a_persons_page_lists_their_memories_a_page_at_a_time(db_url: str, tmp_path: Path) -> None:
+    laptop = Identity(GIULIA.account, GIULIA.user, "laptop-agent")
+    with contextlib.closing(MemoryEngine(db_url)) as engine:
+        kept = [engine.add_memory(GIULIA, f"Giulia talked about topic {n}") for n in range(4)]
+        hostile = engine.add_memory(GIULIA, f"{HOSTILE} & more")
+        other = engine.add_memory(laptop, "Giulia asked the laptop agent about trains")
+        engine.add_memory(MARCO, "Marco likes chess")
+    with running(db_url, tmp_path) as server, signed_in(server) as browser:
+        page = browser.get("/admin/people/giulia", params={"limit": 2})
+        said = words(_section(page, "memories"))
+        # Newest first, a page of the limit, their words as text.
+        assert re.findall(r'<li id="memory-(\d+)">', page.text) == [
+            str(hostile.id),
+            str(kept[3].id),
+        ]
+        assert f"{HOSTILE} & more" in said and HOSTILE not in page.text
+        assert "Memories 1 to 2 of 5" in said and "Marco" not in said
+        seen = []
+        link = page_link(page, "next", "memories")
+        while link is not None:
+            later = browser.get(link)
+            seen += [int(i) for i in re.findall(r'<li id="memory-(\d+)">', later.text)]
+            link = page_link(later, "next", "memories")
+        assert seen == [kept[2].id, kept[1].id, kept[0].id]
+        assert "6 memories" in words(page)  # counted over every agent
+        # Another agent's: on the page of that agent, which the page links.
+        assert "laptop-agent" in words(page)
+        theirs = browser.get("/admin/people/giulia", params={"agent": "laptop-agent"})
+        assert re.findall(r'<li id="memory-(\d+)">', theirs.text) == [str(other.id)]
+        nobody = browser.get("/admin/people/nobody")
+        assert "No memory of theirs through support-copilot" in words(nobody)
+
+
+def test_an_export_keeps_a_non_ascii_name_in_its_file_name(db_url: str, tmp_path: Path) -> None:
+    with (
+        running(db_url, tmp_path) as server,
+        signed_in(server) as browser,
+        server.client("backend") as backend,
+    ):
+        for user, fallback, utf8 in (
+            ("zoë", "korely-export-acme-zoe.json", "korely-export-acme-zo%C3%AB.json"),
+            ("山田", "korely-export-acme-__.json", "korely-export-acme-%E5%B1%B1%E7%94%B0.json"),
+            # Not letters: as before, each is "_", in the one name (a direction override
+            # would show the name's end reversed).
+            ('a "b"\u202egnp', "korely-export-acme-a__b__gnp.json", None),
+        ):
+            fact = {"key": "city", "content": "Somewhere"}
+            ok(backend.post("/v1/facts", params={"user_id": user}, json=fact), 201)
+            ask = browser.get(f"/admin/people/{user}/export")
+            download = browser.post(f"/admin/people/{user}/export", data={"csrf": csrf_of(ask)})
+            assert download.status_code == 200 and download.json()["user"] == user
+            header = download.headers["content-disposition"]
+            expected = f'attachment; filename="{fallback}"'
+            if utf8 is not None:
+                expected += f"; filename*=UTF-8''{utf8}"
+            assert header == expected
+            if utf8 is not None:  # the name itself, read back
+                assert unquote(utf8) == f"korely-export-acme-{user}.json"
+
+
+def _section(page: httpx.Response | str, name: str) -> str:
+    text = page if isinstance(page, str) else page.text
+    found = re.search(rf'<section id="{name}">.*?</section>', text, flags=re.S)
+    assert found is not None, f"no section {name}"
+    return found.group(0)
 
 
 def _version(page: str, fact_id: int) -> str:
@@ -321,6 +494,19 @@ def test_fact_text_is_shown_as_text(db_url: str, tmp_path: Path) -> None:
         assert 'href="/admin/people/%3Cimg%20src%3Dx%20onerror%3D%22alert%281%29%22%3E"' in (
             queue.text
         )
+        # The links to a list's other pages too, their query escaped; they lead to the page.
+        paged = browser.get(f"/admin/people/{hostile_user}", params={"limit": 1})
+        assert len(version_ids(paged)) == 1 and "<img" not in paged.text
+        assert re.search(
+            r'href="/admin/people/%3Cimg%20src%3Dx%20onerror%3D%22alert%281%29%22%3E'
+            r'\?limit=1&amp;cursor=[\w=-]+#facts" rel="next"',
+            paged.text,
+        )
+        following = page_link(paged, "next")
+        assert following is not None
+        second = browser.get(following)
+        assert second.status_code == 200 and len(version_ids(second)) == 1
+        assert set(version_ids(paged)) != set(version_ids(second))
 
 
 def test_a_revoked_token_is_signed_out(db_url: str, tmp_path: Path) -> None:

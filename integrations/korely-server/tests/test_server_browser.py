@@ -4,6 +4,7 @@ export and erase them; what each step did is checked through the REST API."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -20,9 +21,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
+from korely_memory import MemoryEngine
+
 from .browsers import browser_paths, chromium, require_browser
 from .pages import ADMIN_TOKEN, HOME, HOURS, LANGUAGE, WIFI, ok
-from .servers import running
+from .servers import GIULIA, Server, running
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +99,70 @@ def downloaded(folder: Path, name: str) -> Path:
             return path
         time.sleep(0.05)
     raise AssertionError(f"no {name} in {folder}: {sorted(p.name for p in folder.iterdir())}")
+
+
+def sign_in(browser: WebDriver, server: Server) -> None:
+    browser.delete_all_cookies()  # the module's browser: another test's server shared the host
+    browser.get(server.url + "/admin/sign-in")
+    type_into(browser, "#token", ADMIN_TOKEN)
+    press(browser, "form[action='/admin/sign-in'] button")
+    shown(browser, "h1", "Review queue")
+
+
+def test_a_person_with_thousands_of_versions_is_shown_a_page_at_a_time(
+    browser: WebDriver, sqlite_url: str, tmp_path: Path
+) -> None:
+    """2,000 versions of one key made a page of megabytes, hundreds of thousands of pixels
+    tall: each page holds 100, and the page links lead to the last, the oldest version."""
+    versions = 2000
+    with contextlib.closing(MemoryEngine(sqlite_url)) as engine:
+        ids = [
+            engine.remember(GIULIA, "city", f"Giulia moved to town {n}").id for n in range(versions)
+        ]
+    with running(sqlite_url, tmp_path) as server:
+        sign_in(browser, server)
+        browser.get(server.url + "/admin/people/giulia")
+        shown(browser, "h1", "giulia")
+        assert shown(browser, "#key-city .now").text == f"Giulia moved to town {versions - 1}"
+        tall = browser.execute_script("return document.documentElement.scrollHeight")
+        assert tall < 30_000, f"the page is {tall} px tall"
+        assert len(browser.page_source) < 300_000
+
+        seen: list[int] = []
+        for start in range(1, versions, 100):
+            place = shown(browser, "#facts .pages .place", f"Versions {start} to ")
+            assert place.text == f"Versions {start} to {start + 99} of {versions}"
+            items = browser.find_elements(By.CSS_SELECTOR, "#facts li.version")
+            seen += [int(item.get_attribute("id").removeprefix("version-")) for item in items]
+            assert len(items) == 100
+            if start + 100 < versions:
+                press(browser, "#facts .pages a[rel=next]")
+        # The last page: the oldest version, ended, and no link further.
+        assert sorted(seen) == ids
+        oldest = shown(browser, f"#version-{ids[0]}")
+        assert "Giulia moved to town 0" in oldest.text and "Ended" in oldest.text
+        assert "Versions 1 to 100 of its 2000" in shown(browser, "#key-city .part").text
+        assert not browser.find_elements(By.CSS_SELECTOR, "#facts .pages a[rel=next]")
+        # Back one page, then to the first.
+        press(browser, "#facts .pages a[rel=prev]")
+        shown(browser, "#facts .pages .place", f"Versions 1801 to 1900 of {versions}")
+        press(browser, "#facts .pages a[rel=first]")
+        shown(browser, "#facts .pages .place", f"Versions 1 to 100 of {versions}")
+        assert shown(browser, f"#version-{ids[-1]}").is_displayed()
+
+
+def test_an_export_of_a_non_ascii_name_downloads_under_that_name(
+    browser: WebDriver, db_url: str, tmp_path: Path
+) -> None:
+    downloads = Path(browser.capabilities["chrome"]["userDataDir"]).parent / "downloads"
+    with running(db_url, tmp_path) as server, server.client("backend") as backend:
+        fact = {"key": "city", "content": "Zoë lives in Tromsø"}
+        ok(backend.post("/v1/facts", params={"user_id": "zoë"}, json=fact), 201)
+        sign_in(browser, server)
+        browser.get(server.url + "/admin/people/zo%C3%AB/export")
+        press(browser, "button", "Download the export")
+        export = json.loads(downloaded(downloads, "korely-export-acme-zoë.json").read_text())
+        assert export["user"] == "zoë" and export["facts"][0]["content"] == fact["content"]
 
 
 def test_an_administrator_reviews_exports_and_erases_in_the_browser(
