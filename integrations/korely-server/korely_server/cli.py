@@ -6,14 +6,18 @@
 
 The database is ``--url``, else ``KORELY_DATABASE_URL``, else ``./korely-memory.db``; the token
 file ``--tokens``, else ``KORELY_SERVER_TOKENS``. The token file is `korely-mcp`'s, with two
-more fields an entry may carry: ``any_user`` and ``admin``. A database that does not open, or a
-token file that does not read, stops the command with one line saying why, and exit status 2.
+more fields an entry may carry: ``any_user`` and ``admin``. A SQLite file is made only at the
+default place: one named that is not there is refused, as `korely` refuses it (a mistyped path
+would otherwise serve a new, empty memory). A database that does not open, a token file that
+does not read, or a port that is taken stops the command with one line saying why, and exit
+status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -49,16 +53,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+TOKEN_COMMANDS = {
+    "new-token": "makes a token for a client, and the SHA-256 to put in the token file",
+    "hash-token": "prints the SHA-256 of a token read from stdin, for the token file",
+}
+
+
 def _token_command(args: list[str]) -> int:
+    usage = f"usage: korely-server {args[0]}\n\n{TOKEN_COMMANDS[args[0]]}; it takes no argument"
+    if args[1:] in (["-h"], ["--help"]):
+        print(usage)
+        return 0
     if len(args) > 1:
-        does = {
-            "new-token": "makes a token and its hash",
-            "hash-token": "hashes a token from stdin",
-        }
-        print(
-            f"usage: korely-server {args[0]}: {does[args[0]]}; it takes nothing else",
-            file=sys.stderr,
-        )
+        print(f"{usage}\nkorely-server {args[0]}: not an argument: {args[1]}", file=sys.stderr)
         return 2
     if args[0] == "new-token":
         token = new_token()
@@ -129,10 +136,11 @@ def _serve(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None
     if options.max_body < 1024:
         parser.error("--max-body must be at least 1024 bytes")
     tokens = TokenFile(options.tokens)
+    _refuse_a_missing_file(options.url)
     try:
         sock = bind(options.host, options.port)
     except OSError as error:
-        parser.exit(1, f"korely-server: cannot listen on {options.host}:{options.port}: {error}\n")
+        parser.exit(2, f"korely-server: cannot listen on {options.host}:{options.port}: {error}\n")
     try:
         engine = mcp_cli.open_engine(options.url)
     except KorelyError:
@@ -175,6 +183,28 @@ def _serve(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None
         anyio.run(run_http, app, sock)
     finally:
         engine.close()
+
+
+def _refuse_a_missing_file(named: str | None) -> None:
+    """Refuse a SQLite file that is not there, unless it is the default one: a path named
+    (``--url`` or ``$KORELY_DATABASE_URL``) that holds no file is a typo far more often than a
+    wish for a new memory, and serving one would answer every read with nothing.
+
+    Raises:
+        CannotOpen: The file named is not there; the message says how to make it.
+    """
+    url = mcp_cli.database_url(named)
+    if not (named or os.environ.get("KORELY_DATABASE_URL")) or url.get_backend_name() != "sqlite":
+        return
+    path = url.database
+    if not path or path == ":memory:" or path.startswith("file:") or url.query.get("uri"):
+        return  # in memory, or a URI filename: SQLite's to read
+    if not os.path.exists(path):
+        shown = url.render_as_string(hide_password=True)
+        raise mcp_cli.CannotOpen(
+            f"cannot open the database {shown}: no database at {path} "
+            f"(korely --url {shlex.quote(shown)} db upgrade creates one)"
+        )
 
 
 def _warn(message: str) -> None:

@@ -95,28 +95,41 @@ class Server:
 
 
 @contextlib.contextmanager
-def running(database: str, folder: Path, *flags: str, admin: bool = True) -> Iterator[Server]:
+def running(
+    database: str | None,
+    folder: Path,
+    *flags: str,
+    admin: bool = True,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[Server]:
     """A server on ``database`` with every caller of `TOKENS`; yields it, stops it after.
 
     With ``admin``, the administrator's user is granted administration of the account first.
+    With no ``database``, no ``--url`` is given: the server opens its default, in ``cwd`` (the
+    tests' own folder by default), with ``env`` as its environment.
     """
     if admin:
+        assert database is not None
         with contextlib.closing(MemoryEngine(database)) as engine:
             assert ADMIN.user is not None
             engine.grant_admin(ADMIN.account, ADMIN.user)
     tokens = write_tokens(folder / "tokens.json")
     log, pid_file = folder / "server.log", folder / "server.pid"
-    args = ["--tokens", str(tokens), "--port", "0", "--url", database, *flags]
+    named = [] if database is None else ["--url", database]
+    args = ["--tokens", str(tokens), "--port", "0", *named, *flags]
     with log.open("w") as errors:
         process = subprocess.Popen(
             command(*args, pid_file=pid_file),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errors,
+            cwd=cwd,
+            env=env,
         )
     try:
         url = _base_url(process, log)
-        yield Server(url, process, log, database, int(pid_file.read_text()))
+        yield Server(url, process, log, database or "", int(pid_file.read_text()))
     finally:
         stop(process)
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 from pathlib import Path
 
 import pytest
 
 from korely_mcp import hash_token
+from korely_memory import MemoryEngine
 from korely_server.cli import main
 
-from .servers import write_tokens
+from .servers import GIULIA, write_tokens
 
 
 def refused(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -50,6 +53,41 @@ def test_the_command_says_which_database_does_not_open(
     assert code == 2 and "cannot open the database" in said
 
 
+def test_a_sqlite_file_named_that_is_not_there_is_refused_not_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens = write_tokens(tmp_path / "tokens.json")
+    typo = tmp_path / "memroy" / "memory.db"  # a mistyped folder
+    url = f"sqlite:///{typo}"
+    code, said = refused(capsys, "--tokens", str(tokens), "--port", "0", "--url", url)
+    assert code == 2
+    assert said == (
+        f"korely-server: cannot open the database {url}: no database at {typo} "
+        f"(korely --url {url} db upgrade creates one)\n"
+    )
+    assert not typo.parent.exists()  # no folder made, no file
+    monkeypatch.setenv("KORELY_DATABASE_URL", f"sqlite:///{tmp_path / 'memory.db'}")
+    code, said = refused(capsys, "--tokens", str(tokens), "--port", "0")
+    assert code == 2 and f"no database at {tmp_path / 'memory.db'}" in said
+    assert list(tmp_path.iterdir()) == [tokens]
+
+
+def test_the_default_database_is_made_where_the_command_runs(tmp_path: Path) -> None:
+    from .servers import running
+
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "KORELY_DATABASE_URL"}
+    with (
+        running(None, tmp_path, admin=False, cwd=work, env=env) as server,
+        server.client("giulia") as giulia,
+    ):
+        made = giulia.post("/v1/facts", json={"key": "pet", "content": "Giulia has a cat"})
+        assert made.status_code == 201, made.text
+    with contextlib.closing(MemoryEngine(f"sqlite:///{work / 'korely-memory.db'}")) as engine:
+        assert [f.content for f in engine.get_facts(GIULIA)] == ["Giulia has a cat"]
+
+
 def test_the_command_says_when_it_cannot_listen(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -59,7 +97,7 @@ def test_the_command_says_when_it_cannot_listen(
         taken.listen()
         port = str(taken.getsockname()[1])
         code, said = refused(capsys, "--tokens", str(tokens), "--port", port)
-    assert code == 1 and f"cannot listen on 127.0.0.1:{port}" in said
+    assert code == 2 and f"cannot listen on 127.0.0.1:{port}" in said  # as every refusal
     code, said = refused(capsys, "--tokens", str(tokens), "--max-body", "10")
     assert code == 2 and "--max-body must be at least 1024 bytes" in said
 
@@ -76,9 +114,15 @@ def test_the_command_makes_and_hashes_tokens(
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO(""))
     assert main(["hash-token"]) == 2
     assert capsys.readouterr().err.startswith("korely-server: hash-token reads a token from stdin")
-    assert main(["new-token", "--help"]) == 2  # no token made where help was asked
-    said = capsys.readouterr()
-    assert said.out == "" and "usage: korely-server new-token" in said.err
+    for command in ("new-token", "hash-token"):
+        for asked in ("--help", "-h"):
+            assert main([command, asked]) == 0  # help asked and given; no token made
+            said = capsys.readouterr()
+            assert said.out.startswith(f"usage: korely-server {command}\n") and said.err == ""
+            assert "token file" in said.out and "kmcp_" not in said.out
+        assert main([command, "--count", "2"]) == 2
+        said = capsys.readouterr()
+        assert said.out == "" and f"korely-server {command}: not an argument: --count" in said.err
 
 
 def test_a_server_off_loopback_warns_of_clear_text_and_unchecked_hosts(
