@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from korely_mcp import read_token_file
-from korely_memory import Identity, MemoryEngine, Operation
+from korely_memory import Identity, MemoryEngine
 from korely_server.cli import _parser
 from tests.cli_helpers import korely
 
-from .servers import GIULIA, TOKENS, running, write_tokens
+from .servers import GIULIA, TOKENS, Server, running, write_tokens
 
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "integrations" / "korely-server" / "README.md").read_text()
@@ -71,21 +71,6 @@ def matches(shown: Any, got: Any) -> bool:
     return bool(shown == got and type(shown) is type(got))
 
 
-def hold_two_changes(url: str) -> None:
-    """What a capture with ``hold_for_owner=True`` keeps for Giulia, as the README's approvals
-    show it."""
-    operations = [Operation("record", "pet", "Giulia has a cat")]
-    operations.append(Operation("record", "shoe-size", "Giulia wears size 38"))
-    excerpt = [("user", "I have a cat, and I wear size 38."), ("assistant", "Noted.")]
-    with MemoryEngine(url) as engine:
-        engine.capture(
-            GIULIA,
-            excerpt,
-            extractor=lambda messages, facts: operations,
-            hold_for_owner=True,
-        )
-
-
 def route_of(command: str) -> str:
     """``METHOD /path`` of a curl command: its ``-X``, else POST with ``-d``, else GET."""
     method = re.search(r" -X (\w+)", command)
@@ -104,33 +89,91 @@ def test_every_route_of_the_table_has_a_curl_example() -> None:
         assert any(re.fullmatch(pattern, s) for s in shown), f"no curl example of {route}"
 
 
+def steps() -> list[tuple[str, str, str]]:
+    """The README's commands in the order a reader meets them, from the top: ``("shell", line,
+    "")``, ``("curl", command, answer shown)`` and ``("python", code, "")``, past the install
+    block and the "From Python" one (which `test_the_python_block_makes_the_application` runs),
+    up to "Tests" (the contributors' command)."""
+    found: list[tuple[str, str, str]] = []
+    curls = iter(curl_commands())
+    guide = README.partition("\n## Tests\n")[0]
+    for block in re.finditer(r"^```(bash|python)\n(.*?)^```$", guide, flags=re.M | re.S):
+        language, text = block.groups()
+        if language == "python":
+            if "create_app" not in text:
+                found.append(("python", text, ""))
+            continue
+        lines = text.splitlines()
+        if any(line.startswith("/path/to/venv/") for line in lines):
+            continue  # the install block
+        for i, line in enumerate(lines):
+            if line.startswith("curl "):
+                command, said = next(curls)
+                found.append(("curl", command, said))
+            elif line and not line.startswith("#") and not lines[i - 1].endswith("\\"):
+                found.append(("shell", line, ""))
+    return found
+
+
+def run_curl(command: str, said: str, server: Server, env: dict[str, str]) -> None:
+    status, _, body = said.partition(" ")
+    ran = command.replace(SHOWN_URL, server.url).replace(
+        "curl ", "curl -S -w '\\n%{http_code}' ", 1
+    )
+    done = subprocess.run(["bash", "-c", ran], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, (command, done.stderr)
+    answer, _, got_status = done.stdout.rpartition("\n")
+    assert got_status == status, (command, got_status, answer)
+    if body.startswith("{"):
+        assert matches(json.loads(body), json.loads(answer)), (command, answer)
+    else:
+        assert answer == body, (command, answer)
+
+
 @pytest.mark.skipif(CURL is None, reason="curl is not on this machine")
-@pytest.mark.timeout(120)
-def test_every_curl_command_answers_what_the_readme_shows(sqlite_url: str, tmp_path: Path) -> None:
-    (grant,) = [line for b in blocks("bash") for line in b.splitlines() if " admins grant " in line]
-    words = shlex.split(grant.replace('"$KORELY_DATABASE_URL"', shlex.quote(sqlite_url)))
-    assert words[0] == "korely"
-    assert korely(*words[1:]).exit_code == 0  # the administrator is the README's grant
-    hold_two_changes(sqlite_url)
-    commands = curl_commands()
-    assert len(commands) >= 25
-    with running(sqlite_url, tmp_path, admin=False) as server:
-        env = dict(os.environ, **{v: TOKENS[caller][0] for v, caller in VARIABLES.items()})
-        for command, said in commands:
-            status, _, body = said.partition(" ")
-            ran = command.replace(SHOWN_URL, server.url).replace(
-                "curl ", "curl -S -w '\\n%{http_code}' ", 1
-            )
-            done = subprocess.run(
-                ["bash", "-c", ran], env=env, capture_output=True, text=True, timeout=30
-            )
-            assert done.returncode == 0, (command, done.stderr)
-            answer, _, got_status = done.stdout.rpartition("\n")
-            assert got_status == status, (command, got_status, answer)
-            if body.startswith("{"):
-                assert matches(json.loads(body), json.loads(answer)), (command, answer)
-            else:
-                assert answer == body, (command, answer)
+@pytest.mark.timeout(180)
+def test_the_readme_followed_from_the_top_on_a_new_database_answers_what_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KORELY_")}
+    env.update(HOME=str(home), **{v: TOKENS[caller][0] for v, caller in VARIABLES.items()})
+    walked = steps()
+    assert sum(kind == "curl" for kind, _, _ in walked) >= 25
+    with contextlib.ExitStack() as stack:
+        server: Server | None = None
+        for kind, text, said in walked:
+            if kind == "curl":
+                assert server is not None, f"{text} comes before the server is started"
+                run_curl(text, said, server, env)
+            elif kind == "python":
+                for name in ("KORELY_DATABASE_URL",):
+                    monkeypatch.setenv(name, env[name])
+                exec(text, {})
+            elif text.startswith("korely-server "):
+                words = shlex.split(text)
+                assert words[1:3] == ["--tokens", "tokens.json"]  # the tests' callers' file
+                server = stack.enter_context(
+                    running(None, tmp_path, *words[3:], admin=False, cwd=home, env=env)
+                )
+            elif text.startswith("korely "):
+                done = korely(*shlex.split(text)[1:], env=env)
+                assert done.exit_code == 0, (text, done.output)
+            else:  # a line of the shell's own: mkdir, export
+                done = subprocess.run(
+                    ["bash", "-c", f"{text}\nenv -0"], env=env, capture_output=True, timeout=30
+                )
+                assert done.returncode == 0, (text, done.stderr)
+                env = dict(
+                    item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item
+                )
+        assert server is not None
+    assert env["KORELY_DATABASE_URL"] == f"sqlite:///{home}/.korely/memory.db"
+    with contextlib.closing(MemoryEngine(env["KORELY_DATABASE_URL"])) as engine:
+        # pet approved, shoe-size declined; office-hours confirmed for the account
+        assert sorted(f.key for f in engine.get_facts(GIULIA)) == ["office-hours", "pet"]
+        assert engine.is_admin("acme", "ada")
 
 
 def test_the_token_file_reads_with_the_fields_it_describes(tmp_path: Path) -> None:
@@ -187,7 +230,7 @@ def test_the_javascript_client_runs(sqlite_url: str, tmp_path: Path) -> None:
 def test_the_python_block_makes_the_application(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (code,) = blocks("python")
+    (code,) = [b for b in blocks("python") if "create_app" in b]
     write_tokens(tmp_path / "tokens.json")
     monkeypatch.chdir(tmp_path)
     made: dict[str, Any] = {}
