@@ -20,7 +20,7 @@ from .._store import _items, _versions, _writes
 from .._values import _expiry, _validation
 from .._values._embedders import Embedder, check_embed
 from .._values._errors import InvalidRequest
-from .._values._identity import EndCause, Identity
+from .._values._identity import EndCause, Identity, Scope
 from .._values._types import Fact, StoreItem
 from .core import EngineCore, _twin
 
@@ -266,6 +266,25 @@ class Items:
             )
         )
 
+    def facts_without_item(self, who: Identity) -> builtins.list[Fact]:
+        """The facts of ``who``'s own (neither a proposal nor the account's) true now that no
+        item holds: written by a tool, a capture or ``engine.remember``, which a store serves
+        as items beside its own. Most recently recorded first, read in one snapshot.
+        """
+        who = _validation.identity(who)
+
+        def read(conn: Connection) -> builtins.list[Fact]:
+            held = _items.held(conn, who.account, who.agent, who.user or "")
+            found = [
+                fact
+                for fact in _versions.visible(conn, who, self._core._now(conn))
+                if fact.effective_scope is Scope.USER and fact.key not in held
+            ]
+            found.sort(key=lambda f: (f.recorded_at, f.id), reverse=True)
+            return found
+
+        return self._core._read(read, snapshot=True)
+
     def sweep(self) -> int:
         """Delete every item past its time to live, its fact ended as expired then.
 
@@ -356,6 +375,7 @@ class Items:
     alist = _twin(list)
     arefresh = _twin(refresh)
     anamespaces = _twin(namespaces)
+    afacts_without_item = _twin(facts_without_item)
     asweep = _twin(sweep)
     arelevance = _twin(relevance)
 

@@ -154,6 +154,14 @@ def holder(conn: Connection, account: str, agent: str, owner_key: str, key: str)
     return conn.execute(_HOLDER, params).first()
 
 
+def held(conn: Connection, account: str, agent: str, owner_key: str) -> set[str]:
+    """The keys of the facts that items of ``owner_key`` ('' for the agent's own) hold."""
+    found = sa.select(items.c.fact_key).where(
+        items.c.account == account, items.c.agent == agent, items.c.owner_key == owner_key
+    )
+    return set(conn.execute(found).scalars())
+
+
 def keep(
     conn: Connection,
     *,
