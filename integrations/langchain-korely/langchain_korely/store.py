@@ -22,6 +22,7 @@ itself is kept whole, and every other field stays store-only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -48,10 +49,12 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
-from korely_memory import Identity, InvalidRequest, MemoryEngine, StoreItem, limits
+from korely_memory import Identity, InvalidRequest, MemoryEngine, NotFound, StoreItem, limits
 
 USER = "{user}"
 DEFAULT_NAMESPACES: tuple[tuple[str, ...], ...] = (("memories", USER),)
+FACT_KIND = "Memory"
+"""The ``kind`` of a fact no item holds, served as an item: LangMem's manager's default schema."""
 TEXT_FIELDS = ("content", "text", "memory")
 """The fields whose string is a fact's words, in the order they are looked for."""
 MAX_WORDS = 2000
@@ -226,7 +229,12 @@ class KorelyStore(BaseStore):
 
     def _put(self, op: PutOp) -> None:
         if op.value is None:
-            self.engine.items.delete(self.account, self.agent, op.namespace, op.key)
+            if self.engine.items.delete(self.account, self.agent, op.namespace, op.key):
+                return
+            who = self._home(op.namespace)
+            if who is not None and any(i.key == op.key for i in self._facts_as_items(op.namespace)):
+                with contextlib.suppress(NotFound):  # forgotten meanwhile
+                    self.engine.forget(who, op.key)
             return
         who, place = self.whose(op.namespace)
         if who.user is None:
@@ -253,14 +261,62 @@ class KorelyStore(BaseStore):
             live=self._live,
             refresh=op.refresh_ttl,
         )
+        if found is None:
+            found = next((i for i in self._facts_as_items(op.namespace) if i.key == op.key), None)
         return None if found is None else _item(found)
+
+    # -- the facts no item holds -----------------------------------------------------------
+
+    def _home(self, namespace: Sequence[str]) -> Identity | None:
+        """The user whose facts without an item ``namespace`` serves: the namespace the first
+        pattern gives the user, with no label past it, where an item's key is its fact's."""
+        first = self.namespaces[0]
+        if USER not in first or len(namespace) != len(first):
+            return None
+        try:
+            who, place = self.whose(namespace)
+        except InvalidRequest:
+            return None
+        return who if who.user is not None and not place else None
+
+    def _facts_as_items(self, namespace: Sequence[str]) -> list[StoreItem]:
+        """The user's own facts that no item holds (a tool's, a capture's, the engine's), as
+        items of ``namespace`` when it is the user's home (else none): key the fact's key,
+        value LangMem's manager's shape, ``{"kind": "Memory", "content": {"content": ...}}``."""
+        who = self._home(namespace)
+        if who is None:
+            return []
+        labels = tuple(namespace)
+        return [
+            StoreItem(
+                namespace=labels,
+                key=fact.key,
+                value={"kind": FACT_KIND, "content": {"content": fact.content}},
+                created_at=fact.created_at,
+                updated_at=fact.modified_at,
+                owner=who.user,
+                fact_key=fact.key,
+                fact_id=fact.id,
+                text_at=("content", "content"),
+            )
+            for fact in self.engine.items.facts_without_item(who)
+        ]
+
+    def _facts_under(self, prefix: tuple[str, ...]) -> list[StoreItem]:
+        """The facts served as items under ``prefix``: of the user's home it names, if it
+        names the user (a prefix short of the user's label names no one in particular)."""
+        first = self.namespaces[0]
+        if USER not in first or not first.index(USER) < len(prefix) <= len(first):
+            return []
+        return self._facts_as_items((*prefix, *first[len(prefix) :]))
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         _check_operators(op.filter)
         equal, rest = _split_filter(op.filter or {})
         scored: list[tuple[StoreItem, float | None]]
-        if not rest and not op.query:  # the database pages what it filtered exactly
+        beside = [i for i in self._facts_under(prefix) if matches(i.value, op.filter or {})]
+        if not rest and not op.query and not beside:  # the database pages what it filtered
             page = self.engine.items.list(
                 self.account,
                 self.agent,
@@ -277,6 +333,9 @@ class KorelyStore(BaseStore):
             )
             if rest:
                 found = [i for i in found if matches(i.value, rest)]
+            if beside:  # in the database's order: the last written first
+                found = sorted(found + beside, key=lambda i: (i.namespace, i.key))
+                found.sort(key=lambda i: i.updated_at, reverse=True)
             ranked = self._ranked(op.query, found) if op.query else [(i, None) for i in found]
             scored = list(ranked[op.offset : op.offset + op.limit])
         if op.refresh_ttl:

@@ -306,7 +306,10 @@ def test_a_fact_forgotten_elsewhere_takes_its_item(store: KorelyStore) -> None:
     assert store.list_namespaces() == []
     assert rows(store.engine)["korely_items"] == 0  # the value is not kept for nothing
     store.engine.remember(GIULIA, "home", "Giulia lives in Milan")  # korely's own fact again
-    assert store.get(MINE, "home") is None
+    served = store.get(MINE, "home")  # no item holds it: the store serves it, stores nothing
+    assert served is not None
+    assert served.value == {"kind": "Memory", "content": {"content": "Giulia lives in Milan"}}
+    assert rows(store.engine)["korely_items"] == 0
 
 
 def test_what_a_value_shows(store: KorelyStore) -> None:
