@@ -48,9 +48,9 @@ def decide(
         end = _versions.chain_end(conn, fact, now)
         raise NotCurrent(f"fact {fact_id} has ended ({fact.end_cause})", end.id if end else None)
     if fact.effective_scope is not Scope.ACCOUNT_PROPOSED:
-        raise InvalidRequest(
-            "fact_id", f"fact {fact_id} is a {fact.effective_scope.value} fact, not a proposal"
-        )
+        scope = fact.effective_scope.value
+        article = "an" if scope.startswith("a") else "a"  # "an account fact", "a user fact"
+        raise InvalidRequest("fact_id", f"fact {fact_id} is {article} {scope} fact, not a proposal")
     now = max(now, fact.recorded_at)
     if confirm:
         replaced = _versions.account_current(conn, subject, fact.key)
