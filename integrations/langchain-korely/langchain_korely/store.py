@@ -10,7 +10,14 @@ history kept, readers told once), a delete forgets it, and the same items are in
 with a pattern's labels, ``{user}`` standing for any label, is that user's memory (LangMem's
 ``("memories", "{langgraph_user_id}")`` is the first pattern by default). Any other
 namespace is the agent's own memory (no user). The account and the agent definition are
-the store's.
+the store's. A put there under a label that names a person (the run's ``langgraph_user_id``
+or ``user_id``, or someone the memory holds) warns, once a namespace: ``erase_user`` would
+miss it.
+
+**One memory, one view.** The user's own facts that no item holds (korely's tools', a
+capture's) are items too, of the namespace the first pattern gives the user: key the fact's
+key, value ``{"kind": "Memory", "content": {"content": ...}}``. A put to one is a new version
+of that fact, a delete forgets it.
 
 **What a value becomes.** The fact's words are the value's ``"content"`` (or ``"text"``,
 ``"memory"``) when it is a non-empty string, looked for one level down too (LangMem's manager
