@@ -510,7 +510,8 @@ def _part(
         links = _Links(next=link(shown[-1]))
     if start > 0:
         back = start - limit
-        links = _Links(link(None), link(items[back - 1]) if back > 0 else link(None), links.next)
+        # The page before the second is the first: one link to it.
+        links = _Links(link(None), link(items[back - 1]) if back > 0 else None, links.next)
     return _Part(shown, start + 1, len(items), links)
 
 

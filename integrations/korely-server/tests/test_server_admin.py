@@ -363,6 +363,12 @@ def test_a_persons_page_lists_their_memories_a_page_at_a_time(db_url: str, tmp_p
             seen += [int(i) for i in re.findall(r'<li id="memory-(\d+)">', later.text)]
             link = page_link(later, "next", "memories")
         assert seen == [kept[2].id, kept[1].id, kept[0].id]
+        # After the oldest (a cursor kept while the list shrank): nothing, and the way back.
+        after = browser.get("/admin/people/giulia", params={"memory_cursor": kept[0].id})
+        said = words(_section(after, "memories"))
+        assert "No more memories. None after the cursor, of 5 memories" in said
+        assert page_link(after, "first", "memories") == "/admin/people/giulia"
+        assert page_link(after, "prev", "memories") is None  # the first page is the one before
         assert "6 memories" in words(page)  # counted over every agent
         # Another agent's: on the page of that agent, which the page links.
         assert "laptop-agent" in words(page)
