@@ -314,9 +314,28 @@ def delete_reader(
     return out.ReadMarksOut(read_marks_deleted=engine.delete_reader(caller.who.account, reader))
 
 
+def _administers(engine: MemoryEngine, caller: Caller) -> bool:
+    """Whether ``caller``'s token is an administrator's, of a user the engine lists as one."""
+    user = caller.who.user
+    return caller.admin and user is not None and engine.is_admin(caller.who.account, user)
+
+
 @router.delete("/users/{user_id:path}", summary="Erase a person: every trace, with the report")
 def erase_user(engine: EngineDep, caller: CallerDep, user_id: str) -> out.ErasureOut:
     account = person(caller, user_id).account  # may this token reach them, and is it a name
+    # Erasing an administrator also ends their administration: a backend's token, which may
+    # erase any person, would otherwise take the account's reviewers away one by one. That
+    # takes an administrator's token (of a user the engine lists), or the person's own.
+    reviewer = caller.who.user
+    if (
+        reviewer != user_id
+        and engine.is_admin(account, user_id)
+        and not _administers(engine, caller)
+    ):
+        raise PermissionDenied(
+            f"{user_id!r} administers {account!r}: erasing an administrator takes an "
+            "administrator's token, or their own"
+        )
     return out.erasure(engine.erase_user(account, user_id))
 
 

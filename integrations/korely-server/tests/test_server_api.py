@@ -185,6 +185,37 @@ def test_an_unknown_query_parameter_is_refused_on_every_route_naming_it(
         assert engine.export_user(GIULIA.account, "giulia").marks != ()
 
 
+def test_erasing_an_administrator_takes_an_administrator_s_token_or_their_own(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    with contextlib.closing(MemoryEngine(sqlite_url)) as engine:
+        engine.grant_admin("acme", "bea")  # a second administrator of the account
+        engine.remember(MARCO, "team", "Marco works on billing")
+    with (
+        running(sqlite_url, tmp_path) as server,
+        server.client("backend") as backend,
+        server.client("admin") as admin,
+    ):
+        for name in ("ada", "bea"):
+            refused = backend.delete(f"/v1/users/{name}")
+            assert refused.status_code == 403, refused.text
+            assert error_of(refused)["message"] == (
+                f"'{name}' administers 'acme': erasing an administrator takes an "
+                "administrator's token, or their own"
+            )
+        with contextlib.closing(MemoryEngine(sqlite_url)) as engine:
+            assert engine.is_admin("acme", "ada") and engine.is_admin("acme", "bea")
+        # A person who administers nothing is the backend's to erase, as before.
+        assert ok(backend.delete("/v1/users/marco"))["facts"] == 1
+        # An administrator may erase another; the report counts the grant that went with her.
+        assert ok(admin.delete("/v1/users/bea"))["admin_grants"] == 1
+        # And an administrator may erase herself, with her own token.
+        assert ok(admin.delete("/v1/users/ada"))["admin_grants"] == 1
+    with contextlib.closing(MemoryEngine(sqlite_url)) as engine:
+        assert not engine.is_admin("acme", "bea") and not engine.is_admin("acme", "ada")
+        assert engine.get_facts(MARCO) == []
+
+
 def test_a_reader_is_told_of_a_change_once(db_url: str, tmp_path: Path) -> None:
     with (
         running(db_url, tmp_path) as server,
