@@ -8,8 +8,9 @@ Either way the notice is ``notifications/resources/updated``.
 
 The server sends it after a memory tool of this process changed what an identity keeps, to
 every subscriber reading that identity's memory, the writer included (its block reads
-differently too). A write by another process (another server, the `korely` command, an
-application on the engine) sends nothing: the next read tells it, as it always does.
+differently too); korely-server sends it too after a write through its REST API
+(`KorelyTools.subscribers`). A write by another process (another server, the `korely` command,
+an application on the engine) sends nothing: the next read tells it, as it always does.
 """
 
 from __future__ import annotations

@@ -48,8 +48,13 @@ class Subscribers:
         out (its connection closed, or it reads nothing for `SEND_WAIT` seconds) is
         dropped; the write goes on either way.
         """
+        await self.changed_where(lambda reads: reads == who)
 
-        async def tell(key: object, send: Send) -> None:
+    async def changed_where(self, changes: Callable[[Identity], bool]) -> None:
+        """Tell, as `changed` does, each subscriber reading a memory ``changes`` says changed
+        (an account fact confirmed reaches every user of the account and agent)."""
+
+        async def tell(who: Identity, key: object, send: Send) -> None:
             try:
                 with anyio.fail_after(SEND_WAIT):
                     await send()
@@ -57,6 +62,12 @@ class Subscribers:
                 logger.info("a subscriber could not be told of a change; dropping it")
                 self._sends.get(who, {}).pop(key, None)
 
+        told = [
+            (who, key, send)
+            for who, sends in list(self._sends.items())
+            if changes(who)
+            for key, send in list(sends.items())
+        ]
         async with anyio.create_task_group() as group:
-            for key, send in list(self._sends.get(who, {}).items()):
-                group.start_soon(tell, key, send)
+            for who, key, send in told:
+                group.start_soon(tell, who, key, send)

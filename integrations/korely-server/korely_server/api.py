@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio.from_thread
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.responses import JSONResponse
@@ -26,6 +28,7 @@ from korely_memory import (
     MemoryEngine,
     NotFound,
     PermissionDenied,
+    Scope,
     limits,
 )
 
@@ -110,6 +113,26 @@ def _version(engine: MemoryEngine, who: Identity, fact_id: int) -> Fact:
         if version.id == fact_id:
             return version
     raise NotFound(f"no fact {fact_id} in this memory")
+
+
+def _tell(request: Request, changed: Callable[[Identity], bool]) -> None:
+    """Tell the MCP clients of this server subscribed to ``korely://context`` whose memory a
+    write changed (``changed`` says which identities' memories), as an MCP tool's write tells
+    them. Called after the write: a refused one changed nothing, and tells nothing."""
+    anyio.from_thread.run(request.app.state.tools.subscribers.changed_where, changed)
+
+
+def _tell_of(request: Request, fact: Fact) -> None:
+    """Tell the subscribers that see ``fact``: every user of the account and agent once it is
+    the account's, else the one memory it is in."""
+    if fact.effective_scope is Scope.ACCOUNT:
+        _tell(request, lambda who: (who.account, who.agent) == (fact.account, fact.agent))
+    else:
+        _tell(request, lambda who: who == Identity(fact.account, fact.owner, fact.agent))
+
+
+def _tell_who(request: Request, whose: Identity) -> None:
+    _tell(request, lambda who: who == whose)
 
 
 @router.get("/context", summary="The context block: the facts true now, fitted to a budget")
@@ -205,6 +228,7 @@ def remember(
         reader=caller.reader,
         max_facts=request.app.state.max_facts,
     )
+    _tell_of(request, written)
     return out.fact(written)
 
 
@@ -216,6 +240,7 @@ FactId = Annotated[int, Path(ge=1, le=ID_MOST, description="A fact version's id"
 def correct(
     engine: EngineDep,
     caller: CallerDep,
+    request: Request,
     fact_id: FactId,
     body: out.CorrectBody,
     user_id: UserId = None,
@@ -232,6 +257,7 @@ def correct(
         reader=caller.reader,
         expected_id=fact_id,
     )
+    _tell_of(request, written)
     return out.fact(written)
 
 
@@ -239,6 +265,7 @@ def correct(
 def forget(
     engine: EngineDep,
     caller: CallerDep,
+    request: Request,
     fact_id: FactId,
     body: out.ForgetBody | None = None,
     user_id: UserId = None,
@@ -253,6 +280,7 @@ def forget(
         reader=caller.reader,
         expected_id=fact_id,
     )
+    _tell_of(request, ended)
     return out.ForgetOut(fact=out.fact(ended))
 
 
@@ -267,9 +295,16 @@ def history(
 
 @router.post("/memories", status_code=201, summary="Keep a memory: free text for recall")
 def add_memory(
-    engine: EngineDep, caller: CallerDep, body: out.MemoryBody, user_id: UserId = None
+    engine: EngineDep,
+    caller: CallerDep,
+    request: Request,
+    body: out.MemoryBody,
+    user_id: UserId = None,
 ) -> out.MemoryOut:
-    return out.memory(engine.add_memory(person(caller, user_id), body.content))
+    who = person(caller, user_id)
+    kept = engine.add_memory(who, body.content)
+    _tell_who(request, who)
+    return out.memory(kept)
 
 
 @router.post("/memories/search", summary="The memories about a query, best first")
@@ -284,10 +319,14 @@ def search_memories(
 def forget_memory(
     engine: EngineDep,
     caller: CallerDep,
+    request: Request,
     memory_id: Annotated[int, Path(ge=1, le=ID_MOST)],
     user_id: UserId = None,
 ) -> out.MemoryOut:
-    return out.memory(engine.forget_memory(person(caller, user_id), memory_id))
+    who = person(caller, user_id)
+    forgotten = engine.forget_memory(who, memory_id)
+    _tell_who(request, who)  # the memory, and the facts read only from it
+    return out.memory(forgotten)
 
 
 @router.post("/search", summary="The facts and the memories about a query, best first")
@@ -321,7 +360,9 @@ def _administers(engine: MemoryEngine, caller: Caller) -> bool:
 
 
 @router.delete("/users/{user_id:path}", summary="Erase a person: every trace, with the report")
-def erase_user(engine: EngineDep, caller: CallerDep, user_id: str) -> out.ErasureOut:
+def erase_user(
+    engine: EngineDep, caller: CallerDep, request: Request, user_id: str
+) -> out.ErasureOut:
     account = person(caller, user_id).account  # may this token reach them, and is it a name
     # Erasing an administrator also ends their administration: a backend's token, which may
     # erase any person, would otherwise take the account's reviewers away one by one. That
@@ -336,7 +377,9 @@ def erase_user(engine: EngineDep, caller: CallerDep, user_id: str) -> out.Erasur
             f"{user_id!r} administers {account!r}: erasing an administrator takes an "
             "administrator's token, or their own"
         )
-    return out.erasure(engine.erase_user(account, user_id))
+    report = engine.erase_user(account, user_id)
+    _tell(request, lambda who: (who.account, who.user) == (account, user_id))  # every agent's
+    return out.erasure(report)
 
 
 @router.get("/users/{user_id:path}/export", summary="Everything kept about a person, as JSON")
@@ -353,13 +396,17 @@ def proposals(engine: EngineDep, caller: CallerDep) -> out.FactsOut:
 
 
 @router.post("/proposals/{fact_id}/confirm", summary="Confirm a proposal: everyone sees it")
-def confirm(engine: EngineDep, caller: CallerDep, fact_id: FactId) -> out.FactOut:
-    return out.fact(engine.confirm(require_admin(caller), fact_id))
+def confirm(engine: EngineDep, caller: CallerDep, request: Request, fact_id: FactId) -> out.FactOut:
+    confirmed = engine.confirm(require_admin(caller), fact_id)
+    _tell_of(request, confirmed)  # every user of the account sees it now
+    return out.fact(confirmed)
 
 
 @router.post("/proposals/{fact_id}/reject", summary="Reject a proposal: it ends, kept for review")
-def reject(engine: EngineDep, caller: CallerDep, fact_id: FactId) -> out.FactOut:
-    return out.fact(engine.reject(require_admin(caller), fact_id))
+def reject(engine: EngineDep, caller: CallerDep, request: Request, fact_id: FactId) -> out.FactOut:
+    rejected = engine.reject(require_admin(caller), fact_id)
+    _tell_of(request, rejected)  # its proposer saw it until now
+    return out.fact(rejected)
 
 
 @router.get("/approvals", summary="Captured facts held for the person's own approval")
@@ -384,9 +431,15 @@ def _owner(caller: Caller, user_id: str | None) -> Identity:
 
 @router.post("/approvals/{pending_id}/approve", summary="Approve a captured fact: it is written")
 def approve(
-    engine: EngineDep, caller: CallerDep, pending_id: PendingId, user_id: UserId = None
+    engine: EngineDep,
+    caller: CallerDep,
+    request: Request,
+    pending_id: PendingId,
+    user_id: UserId = None,
 ) -> out.ApprovedOut:
-    written = engine.approve(_owner(caller, user_id), pending_id, reader=caller.reader)
+    who = _owner(caller, user_id)
+    written = engine.approve(who, pending_id, reader=caller.reader)
+    _tell_who(request, who)
     return out.ApprovedOut(fact=out.fact(written) if written is not None else None)
 
 

@@ -122,6 +122,7 @@ def create_app(
     )
     app.state.engine = engine
     app.state.tokens = tokens
+    app.state.tools = tools  # its subscribers are told of the writes through /v1 too
     app.state.token_budget = limits.check_token_budget(token_budget)
     app.state.max_facts = limits.check_max_facts(max_facts)
     app.include_router(api.router)

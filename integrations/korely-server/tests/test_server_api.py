@@ -556,6 +556,84 @@ def test_mcp_is_served_beside_the_api_with_the_same_tokens(db_url: str, tmp_path
         assert refused.status_code == 401
 
 
+def test_writes_through_the_api_tell_the_mcp_subscribers_whose_block_they_change(
+    db_url: str, tmp_path: Path
+) -> None:
+    import warnings
+
+    import anyio
+    import httpx2
+    from mcp import Client, types
+    from mcp.client.streamable_http import streamable_http_client
+
+    from .servers import TOKENS
+
+    told: dict[str, int] = {"giulia": 0, "marco": 0}
+
+    async def subscribed(server: Any, caller: str, stack: contextlib.AsyncExitStack) -> None:
+        async def collect(message: Any) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                assert str(message.params.uri) == "korely://context"
+                told[caller] += 1
+
+        headers = {"Authorization": f"Bearer {TOKENS[caller][0]}"}
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=60))
+        client = await stack.enter_async_context(
+            Client(
+                streamable_http_client(server.url + "/mcp", http_client=http),
+                mode="legacy",
+                message_handler=collect,
+            )
+        )
+        with warnings.catch_warnings():  # the 2025 protocol's way, deprecated by the SDK
+            warnings.simplefilter("ignore")
+            await client.subscribe_resource("korely://context")
+
+    async def until(caller: str, count: int) -> None:
+        with anyio.fail_after(10):
+            while told[caller] < count:
+                await anyio.sleep(0.02)
+
+    async def scenario(server: Any) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            await subscribed(server, "giulia", stack)
+            await subscribed(server, "marco", stack)
+            with (
+                server.client("backend", params={"user_id": "giulia"}) as backend,
+                server.client("giulia") as giulia,
+                server.client("admin") as admin,
+            ):
+                # A backend writes Giulia's fact: her subscriber is told, Marco's is not.
+                rome = ok(backend.post("/v1/facts", json=HOME), 201)
+                await until("giulia", 1)
+                # A refused write changed nothing and tells nothing.
+                refused = backend.post("/v1/facts", json={"key": "", "content": "x"})
+                assert refused.status_code == 422
+                fixed = {"content": "Giulia lives in Milan"}
+                ok(giulia.patch(f"/v1/facts/{rome['id']}", json=fixed))
+                await until("giulia", 2)
+                ok(backend.post("/v1/memories", json={"content": "Giulia asked about trains"}), 201)
+                await until("giulia", 3)
+                await anyio.sleep(0.3)
+                assert told == {"giulia": 3, "marco": 0}
+                # A proposal is its proposer's until confirmed; then every user sees it.
+                wifi = {"key": "wifi", "content": "The wifi is acme-guest", "scope": "account"}
+                proposed = ok(giulia.post("/v1/facts", json=wifi), 201)
+                await until("giulia", 4)
+                assert told["marco"] == 0
+                ok(admin.post(f"/v1/proposals/{proposed['id']}/confirm"))
+                await until("giulia", 5)
+                await until("marco", 1)
+                # Erasing Marco tells Marco's subscriber (his memory is gone), not Giulia's.
+                ok(admin.delete("/v1/users/marco"))
+                await until("marco", 2)
+                await anyio.sleep(0.3)
+                assert told == {"giulia": 5, "marco": 2}
+
+    with running(db_url, tmp_path) as server:
+        anyio.run(scenario, server)
+
+
 def test_approving_after_the_key_was_written_since_is_a_409(db_url: str, tmp_path: Path) -> None:
     """Rome is held for Giulia's approval; the CRM then writes Naples. Approving Rome would
     overwrite Naples: 409 ``fact_not_current`` naming Naples, and Rome stays held."""
