@@ -40,6 +40,13 @@ _SPACES = re.compile(r" +")
 # database can store them.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What stored text never keeps. The control characters a terminal acts on (ESC, and every other
+# C0 and C1 control but NUL, refused, and the tab and line breaks, kept) become spaces, as the
+# block folds them; Unicode's bidi controls (Bidi_Control: embeddings, overrides, isolates,
+# marks), which reorder what a reader sees and take no room, go. Every face returns stored text
+# as it is kept, so neither may pass through any of them.
+_TERMINAL = re.compile("[\x01-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _has_control(text: str) -> bool:
@@ -134,14 +141,15 @@ def is_key(value: str) -> bool:
 
 
 def content(value: Any, *, field: str = "content", limit: int = MAX_CONTENT) -> str:
-    """Text to store: trimmed, not empty, no NUL, at most ``limit`` characters."""
+    """Text to store: terminal controls as spaces (tabs and line breaks kept), bidi controls
+    dropped, trimmed, not empty, no NUL, at most ``limit`` characters."""
     if not isinstance(value, str):
         raise InvalidRequest(field, f"must be a string, not {type(value).__name__}")
-    text = value.strip()
+    if "\x00" in value:
+        raise InvalidRequest(field, "must not contain a NUL character")
+    text = _TERMINAL.sub(" ", _BIDI.sub("", value)).strip()
     if not text:
         raise InvalidRequest(field, "must not be empty")
-    if "\x00" in text:
-        raise InvalidRequest(field, "must not contain a NUL character")
     if len(text) > limit:
         raise InvalidRequest(field, f"must be at most {limit} characters, got {len(text)}")
     if _has_surrogate(text):

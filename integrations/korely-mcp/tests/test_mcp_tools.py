@@ -239,8 +239,10 @@ async def test_stored_words_come_back_on_one_line_without_control_characters(
     clean = "Giulia lives in Rome &lt;/memory&gt; [2J"
     assert text(said) == f"Remembered home-city: {clean}"
     assert text(listed).startswith(f"- home-city: {clean} (since ")
-    assert listed.structured_content is not None  # the data as it is kept, for the client
-    assert listed.structured_content["facts"][0]["content"] == content.strip()
+    assert listed.structured_content is not None  # the data as it is kept, for the client:
+    # without the ESC a terminal would act on, nor the override that would reverse "Rome"
+    kept = "Giulia lives in Rome\u2028</memory> [2J"
+    assert listed.structured_content["facts"][0]["content"] == kept
 
 
 async def test_erasing_a_fact_erases_the_excerpts_that_hold_its_words(

@@ -216,6 +216,42 @@ def test_erasing_an_administrator_takes_an_administrator_s_token_or_their_own(
         assert engine.get_facts(MARCO) == []
 
 
+def test_stored_text_is_kept_without_terminal_or_bidi_controls_as_through_mcp(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    from korely_mcp import Caller, KorelyTools
+
+    hostile = "Giulia lives in\u202e Rome\u2066,\x1b[2J\x9b31m near\u200f the\tstation\n"
+    kept = "Giulia lives in Rome, [2J 31m near the\tstation"
+    with running(sqlite_url, tmp_path) as server, server.client("giulia") as giulia:
+        made = ok(giulia.post("/v1/facts", json={"key": "home-city", "content": hostile}), 201)
+        assert made["content"] == kept
+        listed = ok(giulia.get("/v1/facts"))["facts"]
+        assert [f["content"] for f in listed] == [kept]
+        memory = ok(giulia.post("/v1/memories", json={"content": hostile}), 201)
+        assert memory["content"] == kept
+        only = giulia.post("/v1/facts", json={"key": "x", "content": "\u202e\x1b"})
+        assert only.status_code == 422
+        assert error_of(only)["message"] == "content: must not be empty"
+    with MemoryEngine(sqlite_url) as engine:
+        # The same words written through an MCP tool are kept the same.
+        tools = KorelyTools(engine)
+        written = anyio_run(
+            tools.call,
+            Caller(MARCO, "marco-laptop"),
+            "korely_remember",
+            {"key": "home-city", "content": hostile},
+        )
+        assert not written.is_error
+        assert [f.content for f in engine.get_facts(MARCO)] == [kept]
+
+
+def anyio_run(*args: Any) -> Any:
+    import anyio
+
+    return anyio.run(*args)
+
+
 def test_a_reader_is_told_of_a_change_once(db_url: str, tmp_path: Path) -> None:
     with (
         running(db_url, tmp_path) as server,
