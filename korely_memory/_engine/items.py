@@ -20,7 +20,7 @@ from .._store import _items, _versions, _writes
 from .._values import _expiry, _validation
 from .._values._embedders import Embedder, check_embed
 from .._values._errors import InvalidRequest
-from .._values._identity import EndCause, Identity, Scope
+from .._values._identity import EndCause, Identity
 from .._values._types import Fact, StoreItem
 from .core import EngineCore, _twin
 
@@ -266,24 +266,39 @@ class Items:
             )
         )
 
-    def facts_without_item(self, who: Identity) -> builtins.list[Fact]:
+    def facts_without_item(
+        self, who: Identity, *, key: str | None = None, limit: int | None = None
+    ) -> builtins.list[Fact]:
         """The facts of ``who``'s own (neither a proposal nor the account's) true now that no
         item holds: written by a tool, a capture or ``engine.remember``, which a store serves
-        as items beside its own. Most recently recorded first, read in one snapshot.
+        as items beside its own. The last changed first, in one statement whose cost
+        is the facts it returns, however many items there are.
+
+        Args:
+            who: Whose facts.
+            key: Only the fact under exactly this key (none when an item holds it).
+            limit: At most this many (None: all).
         """
         who = _validation.identity(who)
+        if key is not None and not isinstance(key, str):
+            raise InvalidRequest("key", f"must be a string, not {type(key).__name__}")
+        if limit is not None:
+            _validation.count("limit", limit)
+        if key is not None and not _validation.is_key(key):
+            return []  # no fact is kept under it
 
         def read(conn: Connection) -> builtins.list[Fact]:
-            held = _items.held(conn, who.account, who.agent, who.user or "")
-            found = [
-                fact
-                for fact in _versions.visible(conn, who, self._core._now(conn))
-                if fact.effective_scope is Scope.USER and fact.key not in held
-            ]
-            found.sort(key=lambda f: (f.recorded_at, f.id), reverse=True)
-            return found
+            return _items.unheld(
+                conn,
+                who.account,
+                who.agent,
+                who.user or "",
+                self._core._now(conn),
+                key=key,
+                limit=limit,
+            )
 
-        return self._core._read(read, snapshot=True)
+        return self._core._read(read)
 
     def sweep(self) -> int:
         """Delete every item past its time to live, its fact ended as expired then.

@@ -29,7 +29,9 @@ from .._db._schema import UTCDateTime, facts, items, personal_row, true_personal
 from .._values import _validation
 from .._values._errors import InvalidRequest
 from .._values._expiry import due, is_due, live, to_come
-from .._values._types import Fact, StoreItem
+from .._values._identity import Scope
+from .._values._types import FACT_FIELDS, Fact, StoreItem
+from ._versions import from_values
 
 SEPARATOR = "."
 _SLUG = re.compile(r"[^a-z0-9._:-]+")
@@ -154,12 +156,34 @@ def holder(conn: Connection, account: str, agent: str, owner_key: str, key: str)
     return conn.execute(_HOLDER, params).first()
 
 
-def held(conn: Connection, account: str, agent: str, owner_key: str) -> set[str]:
-    """The keys of the facts that items of ``owner_key`` ('' for the agent's own) hold."""
-    found = sa.select(items.c.fact_key).where(
-        items.c.account == account, items.c.agent == agent, items.c.owner_key == owner_key
-    )
-    return set(conn.execute(found).scalars())
+def unheld(
+    conn: Connection,
+    account: str,
+    agent: str,
+    owner_key: str,
+    now: dt.datetime,
+    *,
+    key: str | None = None,
+    limit: int | None = None,
+) -> list[Fact]:
+    """The user facts of ``owner_key`` ('' for the agent's own) live at ``now`` that no item
+    holds, the last changed first (``key``: that key's only; ``limit``: this many at most).
+
+    One statement: the facts by a partial index of true personal facts, each one's item looked
+    up by ``uq_korely_items_fact``, so the cost is the facts read, not the items.
+    """
+    params: dict[str, Any] = {
+        "account": account,
+        "agent": agent,
+        "owner_key": owner_key,
+        "now": now,
+        "limit": _ALL if limit is None else limit,
+    }
+    statement = _UNHELD
+    if key is not None:
+        statement = _UNHELD_KEY
+        params["key"] = key
+    return [from_values(r) for r in conn.execute(statement, params)]
 
 
 def keep(
@@ -337,6 +361,33 @@ _UPDATE = items.update().where(
     items.c.key == sa.bindparam("where_key"),
 )
 _DELETE = items.delete().where(*_THIS)
+_HELD_BY_ITEM = (
+    sa.select(items.c.fact_key)
+    .where(
+        items.c.account == facts.c.account,
+        items.c.agent == facts.c.agent,
+        items.c.owner_key == facts.c.owner_key,
+        items.c.fact_key == facts.c.key,
+    )
+    .exists()
+)
+_UNHELD = (
+    sa.select(*(facts.c[f] for f in FACT_FIELDS))
+    .where(
+        facts.c.account == sa.bindparam("account"),
+        facts.c.agent == sa.bindparam("agent"),
+        facts.c.owner_key == sa.bindparam("owner_key"),
+        # As the partial indexes state it, so that SQLite uses them.
+        sa.text(true_personal_row("korely_facts")),
+        to_come(facts.c.valid_until, sa.bindparam("now", type_=UTCDateTime())),
+        sa.or_(facts.c.scope.is_(None), facts.c.scope == Scope.USER.value),
+        ~_HELD_BY_ITEM,
+    )
+    # By ix_korely_facts_true_recent: a limit reads no more than it returns.
+    .order_by(facts.c.modified_at.desc(), facts.c.id.desc())
+    .limit(sa.bindparam("limit"))
+)
+_UNHELD_KEY = _UNHELD.where(facts.c.key == sa.bindparam("key"))
 
 
 def _where(account: str, agent: str, ns: Sequence[str], key: str) -> dict[str, Any]:

@@ -239,7 +239,7 @@ class KorelyStore(BaseStore):
             if self.engine.items.delete(self.account, self.agent, op.namespace, op.key):
                 return
             who = self._home(op.namespace)
-            if who is not None and any(i.key == op.key for i in self._facts_as_items(op.namespace)):
+            if who is not None and self._facts_as_items(op.namespace, key=op.key):
                 with contextlib.suppress(NotFound):  # forgotten meanwhile
                     self.engine.forget(who, op.key)
             return
@@ -269,7 +269,7 @@ class KorelyStore(BaseStore):
             refresh=op.refresh_ttl,
         )
         if found is None:
-            found = next((i for i in self._facts_as_items(op.namespace) if i.key == op.key), None)
+            found = next(iter(self._facts_as_items(op.namespace, key=op.key)), None)
         return None if found is None else _item(found)
 
     # -- the facts no item holds -----------------------------------------------------------
@@ -286,10 +286,13 @@ class KorelyStore(BaseStore):
             return None
         return who if who.user is not None and not place else None
 
-    def _facts_as_items(self, namespace: Sequence[str]) -> list[StoreItem]:
+    def _facts_as_items(
+        self, namespace: Sequence[str], *, key: str | None = None, limit: int | None = None
+    ) -> list[StoreItem]:
         """The user's own facts that no item holds (a tool's, a capture's, the engine's), as
         items of ``namespace`` when it is the user's home (else none): key the fact's key,
-        value LangMem's manager's shape, ``{"kind": "Memory", "content": {"content": ...}}``."""
+        value LangMem's manager's shape, ``{"kind": "Memory", "content": {"content": ...}}``;
+        the last changed first (``key``: that key's only; ``limit``: this many at most)."""
         who = self._home(namespace)
         if who is None:
             return []
@@ -298,7 +301,7 @@ class KorelyStore(BaseStore):
             StoreItem(
                 namespace=labels,
                 key=fact.key,
-                value={"kind": FACT_KIND, "content": {"content": fact.content}},
+                value=_served_value(fact.content),
                 created_at=fact.created_at,
                 updated_at=fact.modified_at,
                 owner=who.user,
@@ -306,24 +309,26 @@ class KorelyStore(BaseStore):
                 fact_id=fact.id,
                 text_at=("content", "content"),
             )
-            for fact in self.engine.items.facts_without_item(who)
+            for fact in self.engine.items.facts_without_item(who, key=key, limit=limit)
         ]
 
-    def _facts_under(self, prefix: tuple[str, ...]) -> list[StoreItem]:
-        """The facts served as items under ``prefix``: of the user's home it names, if it
-        names the user (a prefix short of the user's label names no one in particular)."""
+    def _home_under(self, prefix: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The user's home whose facts are served under ``prefix``, if it names the user (a
+        prefix short of the user's label names no one in particular)."""
         first = self.namespaces[0]
         if USER not in first or not first.index(USER) < len(prefix) <= len(first):
-            return []
-        return self._facts_as_items((*prefix, *first[len(prefix) :]))
+            return None
+        home = (*prefix, *first[len(prefix) :])
+        return home if self._home(home) is not None else None
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
-        _check_operators(op.filter)
-        equal, rest = _split_filter(op.filter or {})
+        where = op.filter or {}
+        _check_operators(where)
+        equal, rest = _split_filter(where)
+        home = self._home_under(prefix)
         scored: list[tuple[StoreItem, float | None]]
-        beside = [i for i in self._facts_under(prefix) if matches(i.value, op.filter or {})]
-        if not rest and not op.query and not beside:  # the database pages what it filtered
+        if home is None and not rest and not op.query:  # the database pages what it filtered
             page = self.engine.items.list(
                 self.account,
                 self.agent,
@@ -335,14 +340,21 @@ class KorelyStore(BaseStore):
             )
             scored = [(i, None) for i in page]
         else:
+            # Without a query, the first offset + limit of each, merged in the database's
+            # order, are all a page can hold: no read of every item or fact.
+            some = None if op.query else op.offset + op.limit
             found = self.engine.items.list(
-                self.account, self.agent, prefix, live=self._live, equal=equal
+                self.account,
+                self.agent,
+                prefix,
+                live=self._live,
+                equal=equal,
+                limit=None if rest else some,
             )
             if rest:
                 found = [i for i in found if matches(i.value, rest)]
-            if beside:  # in the database's order: the last written first
-                found = sorted(found + beside, key=lambda i: (i.namespace, i.key))
-                found.sort(key=lambda i: i.updated_at, reverse=True)
+            if home is not None:
+                found = _merged(found, self._served(home, where, some))
             ranked = self._ranked(op.query, found) if op.query else [(i, None) for i in found]
             scored = list(ranked[op.offset : op.offset + op.limit])
         if op.refresh_ttl:
@@ -350,6 +362,18 @@ class KorelyStore(BaseStore):
             if aging:
                 self.engine.items.refresh(self.account, self.agent, aging)
         return [_search_item(i, score) for i, score in scored]
+
+    def _served(
+        self, home: tuple[str, ...], where: dict[str, Any], limit: int | None
+    ) -> list[StoreItem]:
+        """The facts served as items of ``home`` that meet the filter ``where``, ``limit`` at
+        most. Their values differ only in their words (``content.content``): a filter that
+        does not look there takes all of them or none, and is checked on one."""
+        if not any(f == "content" or f.startswith("content.") for f in where):
+            if not matches(_served_value(""), where):
+                return []
+            return self._facts_as_items(home, limit=limit)
+        return [i for i in self._facts_as_items(home) if matches(i.value, where)]
 
     def _ranked(self, query: str, found: list[StoreItem]) -> list[tuple[StoreItem, float | None]]:
         if self.embeddings is None:
@@ -436,6 +460,21 @@ class KorelyStore(BaseStore):
     @property
     def _live(self) -> bool:
         return bool(self.ttl_config.get("omit_expired", False))
+
+
+def _served_value(words: str) -> dict[str, Any]:
+    return {"kind": FACT_KIND, "content": {"content": words}}
+
+
+def _merged(stored: list[StoreItem], served: list[StoreItem]) -> list[StoreItem]:
+    """Items and served facts in the database's order (the last written first, then by
+    namespace and key), each (namespace, key) once: a stored item wins over a fact served
+    under its key (an item put there between the two reads)."""
+    taken = {(i.namespace, i.key) for i in stored}
+    found = stored + [i for i in served if (i.namespace, i.key) not in taken]
+    found.sort(key=lambda i: (i.namespace, i.key))
+    found.sort(key=lambda i: i.updated_at, reverse=True)
+    return found
 
 
 def _run_users() -> set[str]:
