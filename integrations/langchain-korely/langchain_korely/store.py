@@ -439,7 +439,7 @@ class KorelyStore(BaseStore):
                 known = "the run's user"
             else:
                 try:
-                    if not self.engine.listings.holds_user(self.account, label):
+                    if not self._names_a_person(label):
                         continue
                 except InvalidRequest:  # not a name a person can have
                     continue
@@ -456,6 +456,16 @@ class KorelyStore(BaseStore):
                 stacklevel=5,
             )
             return
+
+    def _names_a_person(self, label: str) -> bool:
+        """Whether the memory holds anything of a person named ``label``. ``holds_user`` counts
+        read marks under a reader's name too; a reader is the program a block is handed to
+        (often named after the agent), no person, unless the memory holds facts of theirs."""
+        if not self.engine.listings.holds_user(self.account, label):
+            return False
+        if label not in {r["reader"] for r in self.engine.listings.readers(self.account)}:
+            return True
+        return any(p["user"] == label for p in self.engine.listings.people(self.account))
 
     @property
     def _live(self) -> bool:

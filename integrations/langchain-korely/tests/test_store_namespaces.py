@@ -98,3 +98,29 @@ async def test_the_run_s_user_in_a_namespace_warns_though_the_memory_holds_nothi
 
     assert [m.text for m in tool_messages(result)] == ["saved"]
     assert [f.content for f in engine.get_facts(TEAM)] == ["Marco prefers tea"]
+
+
+def test_a_reader_s_name_in_the_agent_s_own_namespace_is_no_person_and_stays_quiet(
+    engine: MemoryEngine,
+) -> None:
+    """A reader is the program a block is handed to (the README names it after the agent,
+    `reader="assistant"`); its read marks are no person's memory. A namespace of the agent's
+    own named after it, `("assistant", "procedures")`, does not warn; a reader who is also a
+    person the memory holds facts of still does."""
+    engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+    engine.get_context(GIULIA, reader=AGENT)
+    engine.remember(Identity(ACCOUNT, "desk-7", AGENT), "shift", "Works the morning shift")
+    engine.get_context(GIULIA, reader="desk-7")
+    assert engine.listings.holds_user(ACCOUNT, AGENT), "erase_user would find its marks"
+    store = KorelyStore(engine, account=ACCOUNT, agent=AGENT)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.put((AGENT, "procedures"), "greeting", {"content": "Greet the user by name"})
+    with pytest.warns(UserWarning, match="'desk-7' names a person"):
+        store.put(("desk-7", "notes"), "printer", {"content": "The printer is on floor 2"})
+
+    assert sorted(f.content for f in engine.get_facts(TEAM)) == [
+        "Greet the user by name",
+        "The printer is on floor 2",
+    ]
