@@ -343,6 +343,8 @@ class KorelyStore(BaseStore):
             # Without a query, the first offset + limit of each, merged in the database's
             # order, are all a page can hold: no read of every item or fact.
             some = None if op.query else op.offset + op.limit
+            # The facts first: one an item comes to hold meanwhile is then read as that item.
+            served = [] if home is None else self._served(home, where, some)
             found = self.engine.items.list(
                 self.account,
                 self.agent,
@@ -353,8 +355,8 @@ class KorelyStore(BaseStore):
             )
             if rest:
                 found = [i for i in found if matches(i.value, rest)]
-            if home is not None:
-                found = _merged(found, self._served(home, where, some))
+            if served:
+                found = _merged(found, served)
             ranked = self._ranked(op.query, found) if op.query else [(i, None) for i in found]
             scored = list(ranked[op.offset : op.offset + op.limit])
         if op.refresh_ttl:

@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any
 
+import sqlalchemy as sa
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
@@ -241,3 +242,30 @@ async def test_langmem_s_manager_updates_a_fact_korely_s_tool_remembered(
         "Giulia lives in Milan",
     ]
     assert Identity("acme", "giulia", "assistant") == GIULIA
+
+
+def test_a_fact_put_as_an_item_between_the_reads_of_a_search_is_found_once(db_url: str) -> None:
+    """A search reads the served facts, then the items. Another process puts the served fact
+    as an item in between (LangMem's manager patching it): the search finds it once, as the
+    item the put made, never twice nor as the fact's older words."""
+    with MemoryEngine(db_url) as engine, MemoryEngine(db_url) as elsewhere:
+        engine.remember(GIULIA, "home-city", "Giulia lives in Rome")
+        store, other = korely_store(engine), korely_store(elsewhere)
+        moved = {"content": "Giulia lives in Milan", "since": 2026}
+        done: list[bool] = []
+
+        def between(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+            if not done and "korely_items.value" in statement and "korely_facts" in statement:
+                done.append(True)  # the first read of the items, past the facts
+                other.put(MINE, "home-city", moved)
+
+        sa.event.listen(engine.db, "before_cursor_execute", between)
+        try:
+            found = store.search(MINE, query="Where does Giulia live?")
+            paged = [i.key for i in store.search(MINE)]
+        finally:
+            sa.event.remove(engine.db, "before_cursor_execute", between)
+
+        assert done
+        assert [(i.key, i.value) for i in found] == [("home-city", moved)]
+        assert paged == ["home-city"]
