@@ -271,8 +271,8 @@ class Items:
     ) -> builtins.list[Fact]:
         """The facts of ``who``'s own (neither a proposal nor the account's) true now that no
         item holds: written by a tool, a capture or ``engine.remember``, which a store serves
-        as items beside its own. The last changed first, in one statement whose cost
-        is the facts it returns, however many items there are.
+        as items beside its own. The last changed first, in one statement that reads,
+        newest first, the facts it returns and the newer ones items hold.
 
         Args:
             who: Whose facts.

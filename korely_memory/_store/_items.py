@@ -169,8 +169,9 @@ def unheld(
     """The user facts of ``owner_key`` ('' for the agent's own) live at ``now`` that no item
     holds, the last changed first (``key``: that key's only; ``limit``: this many at most).
 
-    One statement: the facts by a partial index of true personal facts, each one's item looked
-    up by ``uq_korely_items_fact``, so the cost is the facts read, not the items.
+    One statement: the true facts newest first by ``ix_korely_facts_true_recent``, each one's
+    item looked up by ``uq_korely_items_fact``, until ``limit`` are found. It reads the facts it
+    returns and the newer ones items hold, never the facts' words or the items' values.
     """
     params: dict[str, Any] = {
         "account": account,
