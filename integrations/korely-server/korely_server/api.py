@@ -49,10 +49,14 @@ def _query_names(dependant: Dependant) -> set[str]:
 def known_query(request: Request) -> None:
     """Refuse a query parameter the route does not take, as a body field it does not take is
     refused: a misspelt or misplaced one (``?user_id=`` on a route that works on no person)
-    would otherwise be ignored, and the call work on what the token alone names."""
+    would otherwise be ignored, and the call work on what the token alone names.
+
+    The token comes first: a request without one the server knows is a 401 whatever its
+    query, and is never told the names a route takes."""
     route = request.scope.get("route")
     if not isinstance(route, APIRoute) or route.path == "/v1/{rest:path}":
         return
+    caller_of(request)  # every route of the API takes a token: a 401 before the query's 422
     taken = _query_names(route.dependant)
     for name in request.query_params:
         if name not in taken:
