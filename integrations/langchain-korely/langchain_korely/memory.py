@@ -17,8 +17,8 @@ except ModuleNotFoundError as missing:  # the extra is not installed: say which 
     if missing.name != "langchain_classic":
         raise
     raise ModuleNotFoundError(
-        "KorelyMemory needs langchain-classic, which langchain-korely's `classic` extra "
-        'installs: pip install "langchain-korely[classic]"',
+        "KorelyMemory needs langchain-classic, which the extra langchain-korely[classic] "
+        'installs; from a checkout: `pip install . "./integrations/langchain-korely[classic]"`',
         name=missing.name,
     ) from missing
 

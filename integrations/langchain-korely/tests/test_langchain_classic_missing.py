@@ -44,7 +44,8 @@ def test_korely_memory_without_the_classic_extra_names_the_extra(use: str) -> No
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     kind, name, message = out.stdout.strip().split("|")
     assert (kind, name) == ("ModuleNotFoundError", "langchain_classic")
-    assert 'pip install "langchain-korely[classic]"' in message
+    assert "the extra langchain-korely[classic]" in message
+    assert 'pip install . "./integrations/langchain-korely[classic]"' in message
     assert "KorelyMemory" in message
 
 
