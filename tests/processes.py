@@ -33,9 +33,7 @@ from multiprocessing import reduction
 from pathlib import Path
 from typing import Any
 
-import tiktoken
-
-from korely_memory._text._tokens import OFFLINE_ENCODING
+from korely_memory._text._tokens import cl100k
 
 PROCESSES = multiprocessing.get_context("forkserver")
 # The server imports these once: this module (the engine, its tokenizer), what the racing
@@ -55,8 +53,8 @@ PROCESSES.set_forkserver_preload(
     ]
 )
 
-# tiktoken keeps the encodings it loaded: every process forked from the server has it.
-tiktoken.get_encoding(OFFLINE_ENCODING)
+# The engine keeps the encoding it loaded: every process forked from the server has it.
+cl100k()
 
 # The tests' network guard is the root conftest's ``local_only``.
 CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
