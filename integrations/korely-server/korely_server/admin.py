@@ -47,7 +47,7 @@ from korely_memory import (
 
 from ._sessions import LIFETIME, Session, Sessions
 from ._timeline import WIDTH, histories
-from .api import PAGE, PAGE_MOST, _cursor, _next_cursor
+from .api import PAGE, PAGE_MOST, _cursor, _next_cursor, _tell, _tell_of
 
 __all__ = ["COOKIE", "router"]
 
@@ -371,6 +371,7 @@ def _decide(request: Request, fact_id: str, csrf: str, *, confirm: bool) -> Resp
         fact = engine.confirm(admin.who, fid) if confirm else engine.reject(admin.who, fid)
     except KorelyError as error:
         return _queue(request, admin, STATUS.get(error.code, 422), error.message)
+    _tell_of(request, fact)  # the MCP subscribers whose block it changes, as /v1's review does
     admin.session.notice = (
         f"Confirmed {fact.key!r}: every user of the account sees it now."
         if confirm
@@ -634,5 +635,6 @@ def erase(
             error=f"The name typed is not {who.user!r}: nothing was erased.",
         )
     report = _engine(request).erase_user(who.account, who.user)
+    _tell(request, lambda reads: (reads.account, reads.user) == (who.account, who.user))
     logger.info("%r erased a person, now named %s", admin.caller.name, report.pseudonym)
     return _page(request, "erased.html", who=who, report=report)

@@ -548,3 +548,72 @@ def test_a_revoked_token_is_signed_out(db_url: str, tmp_path: Path) -> None:
             out = again.get("/admin")
             assert out.headers["location"] == "/admin/sign-in?out=revoked"
             assert again.post("/admin/sign-in", data={"token": ADMIN_TOKEN}).status_code == 403
+
+
+def test_the_pages_reviews_and_erasures_tell_the_mcp_subscribers(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The page writes as /v1 does: a confirmed proposal is told to every subscriber of the
+    account and agent, a rejected one to its proposer's, an erasure to that person's only."""
+    import warnings
+    from typing import Any
+
+    import anyio
+    import httpx2
+    from mcp import Client, types
+    from mcp.client.streamable_http import streamable_http_client
+
+    told: dict[str, int] = {"giulia": 0, "marco": 0}
+
+    async def subscribed(server: Any, caller: str, stack: contextlib.AsyncExitStack) -> None:
+        async def collect(message: Any) -> None:
+            if isinstance(message, types.ResourceUpdatedNotification):
+                told[caller] += 1
+
+        headers = {"Authorization": f"Bearer {TOKENS[caller][0]}"}
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=60))
+        client = await stack.enter_async_context(
+            Client(
+                streamable_http_client(server.url + "/mcp", http_client=http),
+                mode="legacy",
+                message_handler=collect,
+            )
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.subscribe_resource("korely://context")
+
+    async def until(expected: dict[str, int]) -> None:
+        with anyio.fail_after(10):
+            while any(told[c] < n for c, n in expected.items()):
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.3)  # and no more than that
+        assert told == expected
+
+    async def scenario(server: Any) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            await subscribed(server, "giulia", stack)
+            await subscribed(server, "marco", stack)
+            with signed_in(server) as browser, server.client("giulia") as giulia:
+                wifi = ok(giulia.post("/v1/facts", json=WIFI), 201)
+                hours = ok(giulia.post("/v1/facts", json=HOURS), 201)
+                await until({"giulia": 2, "marco": 0})
+                csrf = csrf_of(browser.get("/admin"))
+                done = browser.post(f"/admin/proposals/{wifi['id']}/confirm", data={"csrf": csrf})
+                assert done.status_code == 303, done.text
+                await until({"giulia": 3, "marco": 1})  # every user sees the Wi-Fi now
+                done = browser.post(f"/admin/proposals/{hours['id']}/reject", data={"csrf": csrf})
+                assert done.status_code == 303, done.text
+                await until({"giulia": 4, "marco": 1})  # only Giulia saw it until now
+                # A refused review (decided already) changed nothing and tells nothing.
+                again = browser.post(f"/admin/proposals/{hours['id']}/reject", data={"csrf": csrf})
+                assert again.status_code == 409
+                await until({"giulia": 4, "marco": 1})
+                erase = "/admin/people/marco/erase"
+                csrf = csrf_of(browser.get(erase))
+                done = browser.post(erase, data={"csrf": csrf, "confirm_user": "marco"})
+                assert done.status_code == 200, done.text
+                await until({"giulia": 4, "marco": 2})
+
+    with running(db_url, tmp_path) as server:
+        anyio.run(scenario, server)
