@@ -34,7 +34,7 @@ from korely_mcp.server import transport_security
 from korely_memory import KorelyError, MemoryEngine, NotCurrent, limits
 
 from . import _models, admin, api
-from ._auth import Unauthorized
+from ._auth import Unauthorized, caller_of
 
 __all__ = ["MAX_BODY", "create_app"]
 
@@ -187,6 +187,11 @@ def _handle_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        if request.url.path.startswith("/v1/"):  # a body read before the token: the token first
+            try:
+                caller_of(request)
+            except Unauthorized as refused:
+                return await unauthorized(request, refused)
         first: dict[str, Any] = error.errors()[0] if error.errors() else {}
         # ("body", "key"), ("query", "limit"), ("path", "fact_id"): the field's name; a body
         # that is not JSON is ("body", <offset>), no field.

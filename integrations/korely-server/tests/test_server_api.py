@@ -279,6 +279,12 @@ def test_a_request_without_a_known_token_is_a_401_whatever_its_query(
                         assert answer.status_code == 401, (method, path, params, answer.text)
                         assert error_of(answer)["code"] == "unauthorized"
                         assert "takes" not in answer.text
+        # A body that is not JSON, or not the route's, is read before the route: still a 401.
+        for body in (b"{not json", b'{"key": 1}'):
+            for headers in ({}, wrong):
+                headers = {**headers, "Content-Type": "application/json"}
+                answer = anonymous.post("/v1/facts", content=body, headers=headers)
+                assert answer.status_code == 401, (body, answer.text)
         # A known token still has the unknown parameter named.
         refused = giulia.get("/v1/facts", params={"user": "marco"})
         assert refused.status_code == 422 and error_of(refused)["field"] == "user"
