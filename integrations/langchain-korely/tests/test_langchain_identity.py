@@ -21,7 +21,13 @@ from langgraph.types import Command, interrupt
 from korely_memory import Identity, InvalidRequest, MemoryEngine
 from langchain_korely import KorelyMiddleware, KorelyStore, korely_tools
 
-from ._agents import calls, scripted, skip_async_on_python_3_10, tool_messages
+from ._agents import (
+    NO_CONFIG_IN_MODEL_HOOK,
+    calls,
+    scripted,
+    skip_async_on_python_3_10,
+    tool_messages,
+)
 from .test_store_users import (
     GIULIA,
     LANGMEM_ASYNC,
@@ -119,6 +125,7 @@ async def test_a_team_agent_s_run_naming_a_user_is_refused(
 ) -> None:
     """An identity with no user beside a `langgraph_user_id`: LangMem would write the user's
     memory while the block shows the agent's own."""
+    skip_async_on_python_3_10(use_async, NO_CONFIG_IN_MODEL_HOOK)
     model = scripted("Hello.")
     agent = create_agent(model, middleware=[KorelyMiddleware(engine, reader="team-bot")])
 
@@ -167,6 +174,7 @@ async def test_a_resolver_of_the_application_s_is_its_own_rule(
 ) -> None:
     """With `identity_from=`, the application says where the identity comes from: nothing else
     is compared with it."""
+    skip_async_on_python_3_10(use_async, NO_CONFIG_IN_MODEL_HOOK)
     model = scripted(calls("remember", key="drink", content="Prefers tea"), "Noted.")
     agent = create_agent(
         model,
