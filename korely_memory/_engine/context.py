@@ -220,9 +220,7 @@ class ContextMethods(EngineCore):
 
         def work(conn: Connection) -> ContextBlock:
             _notes.lock(conn, who, conversation)
-            earlier = _notes.read(conn, who, conversation)
-            kept = [n for n in earlier if present is None or n.seq in present]
-            seen = _notes.shown(conn, who, kept)
+            kept, seen = _notes.shown(conn, who, conversation, present)
             facts, memories, changes, derived = _notes.unshown(
                 conn, who.account, whole, seen, derive=request.reader is None
             )

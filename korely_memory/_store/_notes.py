@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ class Shown:
     facts: frozenset[int]
     memories: frozenset[int]
     changed: frozenset[int]
-    keyed: frozenset[int] = frozenset()
+    keyed: frozenset[int]
     """The versions shown on a fact line, under their key (a change's line names no key)."""
 
 
@@ -63,13 +63,21 @@ def _where(who: Identity, conversation: str) -> sa.ColumnElement[bool]:
 
 def read(conn: Connection, who: Identity, conversation: str) -> list[Note]:
     """The conversation's notes, oldest first."""
-    rows = conn.execute(sa.select(notes).where(_where(who, conversation)).order_by(notes.c.seq))
-    return [_note(r) for r in rows]
+    return [note for note, _ in _parsed(_rows(conn, who, conversation))]
 
 
-def _note(row: Any) -> Note:
-    m = row._mapping
-    items = json.loads(m["items"])
+def _rows(conn: Connection, who: Identity, conversation: str) -> Iterable[Any]:
+    return conn.execute(sa.select(notes).where(_where(who, conversation)).order_by(notes.c.seq))
+
+
+def _parsed(rows: Iterable[Any]) -> Iterator[tuple[Note, dict[str, Any]]]:
+    """Each row's note, with the ids its lines show (its ``items``)."""
+    for row in rows:
+        items = json.loads(row._mapping["items"])
+        yield _note(row._mapping, items), items
+
+
+def _note(m: Any, items: dict[str, Any]) -> Note:
     return Note(
         conversation=m["conversation"],
         agent=m["agent"],
@@ -83,35 +91,31 @@ def _note(row: Any) -> Note:
     )
 
 
-def shown(conn: Connection, who: Identity, kept: Sequence[Note]) -> Shown:
-    """What ``kept``, the notes still in the prompt, showed."""
-    return Shown(
+def shown(
+    conn: Connection, who: Identity, conversation: str, present: Collection[int] | None
+) -> tuple[list[Note], Shown]:
+    """The notes of the conversation still in the prompt (the ``seq`` in ``present``; None: all
+    of them), oldest first, and what they showed, in one read."""
+    kept: list[Note] = []
+    keyed: set[int] = set()
+    for note, items in _parsed(_rows(conn, who, conversation)):
+        if present is None or note.seq in present:
+            kept.append(note)
+            keyed |= _keyed(items)
+    return kept, Shown(
         facts=frozenset(i for n in kept for i in n.facts),
         memories=frozenset(i for n in kept for i in n.memories),
         changed=frozenset(i for n in kept for i in n.changed),
-        keyed=_keyed(conn, who, kept),
+        keyed=frozenset(keyed),
     )
 
 
-def _keyed(conn: Connection, who: Identity, kept: Sequence[Note]) -> frozenset[int]:
-    """The versions ``kept`` show on a fact line: a line of one version that is not a change's
+def _keyed(items: dict[str, Any]) -> set[int]:
+    """The versions a note shows on a fact line: a line of one version that is not a change's
     (``- no longer true: OLD`` shows one version too, the one it tells the end of)."""
-    if not kept or not any(n.facts for n in kept):
-        return frozenset()
-    conversation = kept[0].conversation
-    rows = conn.execute(
-        sa.select(notes.c["items"]).where(
-            _where(who, conversation), notes.c.seq.in_([n.seq for n in kept])
-        )
-    )
-    found: set[int] = set()
-    for (raw,) in rows:
-        items = json.loads(raw)
-        changed = set(items["changed"])
-        for _, ids in items["lines"]:
-            if len(ids) == 1 and ids[0].startswith("f") and int(ids[0][1:]) not in changed:
-                found.add(int(ids[0][1:]))
-    return frozenset(found)
+    changed = set(items["changed"])
+    ids = (ids[0] for _, ids in items["lines"] if len(ids) == 1 and ids[0].startswith("f"))
+    return {int(i[1:]) for i in ids if int(i[1:]) not in changed}
 
 
 def unshown(
@@ -346,7 +350,7 @@ def of_person(conn: Connection, account: str, user: str) -> list[Note]:
         .where(notes.c.account == account, notes.c.owner_key == user)
         .order_by(notes.c.agent, notes.c.conversation, notes.c.seq)
     )
-    return [_note(r) for r in rows]
+    return [note for note, _ in _parsed(rows)]
 
 
 def trim(conn: Connection, now: dt.datetime) -> int:
