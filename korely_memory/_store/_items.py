@@ -362,6 +362,21 @@ _UPDATE = items.update().where(
     items.c.key == sa.bindparam("where_key"),
 )
 _DELETE = items.delete().where(*_THIS)
+
+
+def _where(account: str, agent: str, ns: Sequence[str], key: str) -> dict[str, Any]:
+    """An item's reference as ``_UPDATE`` binds it (its SET takes the columns' own names)."""
+    return {f"where_{k}": v for k, v in _ref(account, agent, ns, key).items()}
+
+
+_NOW = sa.func.coalesce(sa.bindparam("now", type_=UTCDateTime()), sa.func.now())
+_TRUE_PERSONAL = sa.text(true_personal_row("korely_facts"))
+"""As text, as the partial unique index states it: PostgreSQL's generic plan would not use the
+index for a bound 'account'."""
+_LIVE_PERSONAL = sa.and_(sa.text(personal_row("korely_facts")), live(facts, _NOW))
+"""A user's fact (or proposal) live at the read's moment: the index's terms, as ``_TRUE_PERSONAL``
+states them, and the version's ``valid_until`` still to come."""
+_ALL = 2**62  # a LIMIT both databases take for "no limit"
 _HELD_BY_ITEM = (
     sa.select(items.c.fact_key)
     .where(
@@ -378,9 +393,7 @@ _UNHELD = (
         facts.c.account == sa.bindparam("account"),
         facts.c.agent == sa.bindparam("agent"),
         facts.c.owner_key == sa.bindparam("owner_key"),
-        # As the partial indexes state it, so that SQLite uses them.
-        sa.text(true_personal_row("korely_facts")),
-        to_come(facts.c.valid_until, sa.bindparam("now", type_=UTCDateTime())),
+        _LIVE_PERSONAL,
         sa.or_(facts.c.scope.is_(None), facts.c.scope == Scope.USER.value),
         ~_HELD_BY_ITEM,
     )
@@ -389,21 +402,6 @@ _UNHELD = (
     .limit(sa.bindparam("limit"))
 )
 _UNHELD_KEY = _UNHELD.where(facts.c.key == sa.bindparam("key"))
-
-
-def _where(account: str, agent: str, ns: Sequence[str], key: str) -> dict[str, Any]:
-    """An item's reference as ``_UPDATE`` binds it (its SET takes the columns' own names)."""
-    return {f"where_{k}": v for k, v in _ref(account, agent, ns, key).items()}
-
-
-_NOW = sa.func.coalesce(sa.bindparam("now", type_=UTCDateTime()), sa.func.now())
-_TRUE_PERSONAL = sa.text(true_personal_row("korely_facts"))
-"""As text, as the partial unique index states it: PostgreSQL's generic plan would not use the
-index for a bound 'account'."""
-_LIVE_PERSONAL = sa.and_(sa.text(personal_row("korely_facts")), live(facts, _NOW))
-"""A user's fact (or proposal) live at the read's moment: the index's terms, as ``_TRUE_PERSONAL``
-states them, and the version's ``valid_until`` still to come."""
-_ALL = 2**62  # a LIMIT both databases take for "no limit"
 
 
 def _params(account: str, agent: str, now: dt.datetime | None, live: bool) -> dict[str, Any]:
