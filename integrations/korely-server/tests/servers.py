@@ -7,7 +7,9 @@ Every server runs under the tests' network guard (the root conftest's ``local_on
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -20,6 +22,20 @@ import httpx
 from korely_mcp import hash_token
 from korely_memory import Identity, MemoryEngine
 from tests import processes
+
+# The certificates a new httpx client loads (a fifth of a second on the test machines, for each
+# of the hundreds of clients the tests open), loaded once: the clients speak plain HTTP to the
+# loopback servers, and would verify any other the same way.
+TLS = httpx.create_ssl_context()
+
+
+@functools.cache
+def mcp_tls() -> ssl.SSLContext:
+    """The same for httpx2, the MCP SDK's client (imported by the tests that use it)."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
 
 ACCOUNT, AGENT = "acme", "support-copilot"
 GIULIA = Identity(ACCOUNT, "giulia", AGENT)
@@ -91,7 +107,8 @@ class Server:
     def client(self, caller: str | None, **options: Any) -> httpx.Client:
         """An HTTP client of the server sending the token of ``caller`` (None: no token)."""
         headers = {} if caller is None else {"Authorization": f"Bearer {TOKENS[caller][0]}"}
-        return httpx.Client(base_url=self.url, headers=headers, **{"timeout": 60, **options})
+        options = {"timeout": 60, "verify": TLS, **options}
+        return httpx.Client(base_url=self.url, headers=headers, **options)
 
 
 @contextlib.contextmanager

@@ -27,7 +27,17 @@ from .pages import (
     version_ids,
     words,
 )
-from .servers import ADMIN, AGENT, GIULIA, MARCO, TOKENS, running, token_entry, write_tokens
+from .servers import (
+    ADMIN,
+    AGENT,
+    GIULIA,
+    MARCO,
+    TOKENS,
+    mcp_tls,
+    running,
+    token_entry,
+    write_tokens,
+)
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -571,7 +581,9 @@ def test_the_pages_reviews_and_erasures_tell_the_mcp_subscribers(
                 told[caller] += 1
 
         headers = {"Authorization": f"Bearer {TOKENS[caller][0]}"}
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=60))
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=60, verify=mcp_tls())
+        )
         client = await stack.enter_async_context(
             Client(
                 streamable_http_client(server.url + "/mcp", http_client=http),

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from korely_memory import MemoryEngine
 
-from .servers import GIULIA, MARCO, error_of, running
+from .servers import GIULIA, MARCO, TLS, error_of, mcp_tls, running
 
 HOME = {"key": "home-city", "content": "Giulia lives in Rome"}
 
@@ -417,8 +417,12 @@ def test_every_error_is_json_with_the_status_of_its_code(db_url: str, tmp_path: 
         for answer in (
             anonymous.get("/v1/context"),
             anonymous.post("/v1/facts", json=HOME),
-            httpx.get(server.url + "/v1/facts", headers={"Authorization": "Bearer nope"}),
-            httpx.get(server.url + "/v1/facts", headers={"Authorization": "Basic Z2l1bGlh"}),
+            httpx.get(
+                server.url + "/v1/facts", headers={"Authorization": "Bearer nope"}, verify=TLS
+            ),
+            httpx.get(
+                server.url + "/v1/facts", headers={"Authorization": "Basic Z2l1bGlh"}, verify=TLS
+            ),
         ):
             assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
             assert error_of(answer)["code"] == "unauthorized"
@@ -614,7 +618,7 @@ def test_mcp_is_served_beside_the_api_with_the_same_tokens(db_url: str, tmp_path
 
             headers = {"Authorization": f"Bearer {TOKENS[caller][0]}"}
             async with (
-                httpx2.AsyncClient(headers=headers, timeout=60) as http,
+                httpx2.AsyncClient(headers=headers, timeout=60, verify=mcp_tls()) as http,
                 Client(streamable_http_client(server.url + "/mcp", http_client=http)) as client,
             ):
                 result = await client.call_tool("korely_get_context", {"query": "home"})
@@ -628,7 +632,7 @@ def test_mcp_is_served_beside_the_api_with_the_same_tokens(db_url: str, tmp_path
         assert not error and "Rome" not in text
         error, text = anyio.run(call, "backend")
         assert error and "any user of the account" in text
-        refused = httpx.post(server.url + "/mcp", json={})
+        refused = httpx.post(server.url + "/mcp", json={}, verify=TLS)
         assert refused.status_code == 401
 
 
@@ -653,7 +657,9 @@ def test_writes_through_the_api_tell_the_mcp_subscribers_whose_block_they_change
                 told[caller] += 1
 
         headers = {"Authorization": f"Bearer {TOKENS[caller][0]}"}
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=60))
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=60, verify=mcp_tls())
+        )
         client = await stack.enter_async_context(
             Client(
                 streamable_http_client(server.url + "/mcp", http_client=http),
