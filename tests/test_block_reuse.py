@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
+from multiprocessing.pool import Pool
 
 import pytest
 
@@ -33,6 +34,16 @@ def engine(db_url: str, clock: Clock) -> Iterator[MemoryEngine]:
     with MemoryEngine(db_url, clock=clock) as eng:
         eng.grant_admin("acme", "anna")
         yield eng
+
+
+@pytest.fixture(scope="module")
+def elsewhere() -> Iterator[Pool]:
+    """A process of its own for the module's writes from another process: each opens an engine
+    there and closes it, so that no block or connection of the process outlives its test.
+    Forked once, not once a test (the fork and the import of this module there cost more than
+    the write)."""
+    with PROCESSES.Pool(1) as pool:
+        yield pool
 
 
 def made_again(engine: MemoryEngine, read: Callable[[], object]) -> bool:
@@ -135,15 +146,14 @@ def write_elsewhere(url: str, write: str, who: Identity, exported: list[dict[str
 @pytest.mark.parametrize("write", list(WRITES))
 @pytest.mark.parametrize("where", ["this process", "another process"])
 def test_every_write_to_what_a_block_shows_is_read_next(
-    engine: MemoryEngine, giulia: Identity, write: str, where: str
+    engine: MemoryEngine, elsewhere: Pool, giulia: Identity, write: str, where: str
 ) -> None:
     before_writing(engine, giulia, write)
     before = engine.get_context(giulia, QUERY)
     assert engine.get_context(giulia, QUERY) is before  # reused
     if where == "another process":
-        with PROCESSES.Pool(1) as pool:
-            url = engine.url.render_as_string(hide_password=False)
-            pool.apply(write_elsewhere, (url, write, giulia, EXPORTED))
+        url = engine.url.render_as_string(hide_password=False)
+        elsewhere.apply(write_elsewhere, (url, write, giulia, EXPORTED))
     else:
         WRITES[write](engine, giulia)
     after = engine.get_context(giulia, QUERY)
@@ -158,7 +168,7 @@ def forget_source(url: str, memory_id: int) -> None:
 
 
 def test_an_account_fact_s_memory_forgotten_elsewhere_is_read_next_by_everyone(
-    engine: MemoryEngine, giulia: Identity
+    engine: MemoryEngine, elsewhere: Pool, giulia: Identity
 ) -> None:
     """An account fact read from a memory loses its link when the memory goes: the blocks of
     every person of the account show it, and are made again."""
@@ -167,8 +177,7 @@ def test_an_account_fact_s_memory_forgotten_elsewhere_is_read_next_by_everyone(
     everyone = (giulia, Identity("acme", None, giulia.agent))
     before = [engine.get_context(who, "office") for who in everyone]
     assert [b.facts[0].source_memory_id for b in before] == [memory.id, memory.id]
-    with PROCESSES.Pool(1) as pool:
-        pool.apply(forget_source, (engine.url.render_as_string(hide_password=False), memory.id))
+    elsewhere.apply(forget_source, (engine.url.render_as_string(hide_password=False), memory.id))
     after = [engine.get_context(who, "office") for who in everyone]
     assert [b.facts[0].source_memory_id for b in after] == [None, None]
 
@@ -313,15 +322,14 @@ TOLD = {"correct": "Giulia lives in Milan", "forget": "no longer true", "erase":
 @pytest.mark.parametrize("write", list(WRITES))
 @pytest.mark.parametrize("where", ["this process", "another process"])
 def test_every_write_ends_a_reader_s_reuse_and_its_change_is_told_once(
-    engine: MemoryEngine, giulia: Identity, write: str, where: str
+    engine: MemoryEngine, elsewhere: Pool, giulia: Identity, write: str, where: str
 ) -> None:
     before_writing(engine, giulia, write)
     before = engine.get_context(giulia, QUERY, reader=BOT)
     assert reused_by_reader(engine, giulia)
     if where == "another process":
-        with PROCESSES.Pool(1) as pool:
-            url = engine.url.render_as_string(hide_password=False)
-            pool.apply(write_elsewhere, (url, write, giulia, EXPORTED))
+        url = engine.url.render_as_string(hide_password=False)
+        elsewhere.apply(write_elsewhere, (url, write, giulia, EXPORTED))
     else:
         WRITES[write](engine, giulia)
     with statements(engine.db) as sent:
