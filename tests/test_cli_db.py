@@ -18,6 +18,7 @@ from korely_memory._db._migrations import HEAD, VERSION_TABLE, _alembic, schema_
 from korely_memory._db._schema import Base
 
 from .cli_helpers import as_json, fill, korely, one_error
+from .processes import run_program
 
 # Each test starts from a database with nothing in it: these test how tables are made.
 pytestmark = pytest.mark.new_database
@@ -296,22 +297,20 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
+def python_m(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m ARGS`` in the checkout, forked from the tests' process server (a new Python
+    would spend a second importing what the server has imported); the console script below is
+    a program of its own."""
+    return run_program(Path("-m"), *args, cwd=ROOT)
+
+
 def test_python_m_korely_memory_and_the_console_script(sqlite_url: str, giulia: Identity) -> None:
     fill(sqlite_url, giulia)
-    done = run(sys.executable, "-m", "korely_memory", "--url", sqlite_url, "admins", "acme")
+    done = python_m("korely_memory", "--url", sqlite_url, "admins", "acme")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "anna"
-    failed = run(
-        sys.executable,
-        "-m",
-        "korely_memory",
-        "--url",
-        sqlite_url,
-        "review",
-        "confirm",
-        "999",
-        "--as",
-        "anna",
+    failed = python_m(
+        "korely_memory", "--url", sqlite_url, "review", "confirm", "999", "--as", "anna"
     )
     assert failed.returncode == 1 and failed.stderr == "korely: not_found: no fact 999\n"
     script = Path(sys.executable).with_name("korely")
