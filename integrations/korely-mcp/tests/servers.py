@@ -23,6 +23,10 @@ from korely_mcp import hash_token
 from korely_memory import Identity
 from tests import processes
 
+# The certificates a new httpx2 client loads (a fifth of a second on the test machines), loaded
+# once: the clients speak plain HTTP to the loopback servers, and would verify any other the same.
+TLS = httpx2.create_ssl_context()
+
 HOLD = 1.0  # seconds: a block's notices wait this long for the caller's next call
 GIULIA = Identity("acme", "giulia", "support-copilot")
 MARCO = Identity("acme", "marco", "support-copilot")
@@ -132,7 +136,9 @@ async def http_client(
     """A client of the HTTP server, sending ``token`` as its bearer token (``on_message``
     gets what the server sends outside a response)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
+    async with httpx2.AsyncClient(
+        headers=headers, timeout=httpx2.Timeout(30, read=60), verify=TLS
+    ) as http:
         transport = streamable_http_client(endpoint, http_client=http)
         async with Client(transport, mode=mode, message_handler=on_message) as client:
             yield client
