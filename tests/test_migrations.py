@@ -193,8 +193,8 @@ def test_the_comparison_sees_a_revision_missing(db: Engine) -> None:
     }
     assert sorted(adds) == list(REVISIONS[1:])
     for at, revision in enumerate(REVISIONS[:-1]):
-        if at:
-            drop_everything(db)
+        # From the revision before: the one step more that a migration from nothing would run
+        # after the same steps (dropping the tables to start again ran them all again).
         migrate(db, revision)
         with db.connect() as conn:
             found = sorted((d[0], d[-1].name) for d in _alembic.differences(conn))
