@@ -224,34 +224,36 @@ def test_many_processes_may_create_the_schema_at_once(db_url: str) -> None:
     assert got == [1] * 6
 
 
-def connect_at_once(url: str, start: Any, answers: Any) -> None:
-    db = _database.create(sa.make_url(url))
-    start.wait()  # every process connects to the new file at the same moment
-    try:
-        with db.connect() as conn:
-            answers.put(conn.exec_driver_sql("PRAGMA journal_mode").scalar())
-    except Exception as exc:
-        answers.put(repr(exc))
-    finally:
-        db.dispose()
+def connect_at_once(urls: list[str], start: Any, answers: Any) -> None:
+    """Connect to each of ``urls`` in turn, at the same moment as the other processes: one
+    process for all the attempts (a process starts slower than it connects)."""
+    for attempt, url in enumerate(urls):
+        db = _database.create(sa.make_url(url))
+        start.wait()  # every process connects to the new file at the same moment
+        try:
+            with db.connect() as conn:
+                answers.put((attempt, conn.exec_driver_sql("PRAGMA journal_mode").scalar()))
+        except Exception as exc:
+            answers.put((attempt, repr(exc)))
+        finally:
+            db.dispose()
 
 
 def test_processes_connecting_to_a_new_sqlite_file_at_once_all_get_wal_mode(
     tmp_path: Path,
 ) -> None:
     # SQLite refuses all but one of them the lock WAL mode needs, without waiting.
-    for attempt in range(10):
-        url = f"sqlite:///{tmp_path / f'new-{attempt}.db'}"
-        start, answers = PROCESSES.Barrier(6), PROCESSES.Queue()
-        procs = [
-            PROCESSES.Process(target=connect_at_once, args=(url, start, answers)) for _ in range(6)
-        ]
-        for proc in procs:
-            proc.start()
-        got = [answers.get(timeout=60) for _ in procs]
-        for proc in procs:
-            proc.join(10)
-        assert got == ["wal"] * 6
+    urls = [f"sqlite:///{tmp_path / f'new-{attempt}.db'}" for attempt in range(10)]
+    start, answers = PROCESSES.Barrier(6), PROCESSES.Queue()
+    procs = [
+        PROCESSES.Process(target=connect_at_once, args=(urls, start, answers)) for _ in range(6)
+    ]
+    for proc in procs:
+        proc.start()
+    got = sorted(answers.get(timeout=60) for _ in range(6 * len(urls)))
+    for proc in procs:
+        proc.join(10)
+    assert got == [(attempt, "wal") for attempt in range(len(urls)) for _ in range(6)]
 
 
 def test_a_seal_verifies_under_every_engine_on_its_database_only(
