@@ -84,11 +84,13 @@ SLOW = {
     "tests/reliability/test_isolation.py::test_no_answer_shows_what_its_identity_may_not_see": 22,
     "integrations/korely-server/tests/test_server_load.py::"
     "test_twenty_clients_at_once_are_all_served_and_every_write_is_kept": 9,
+    "integrations/korely-server/tests/test_server_browser.py::"
+    "test_a_person_with_thousands_of_versions_is_shown_a_page_at_a_time": 10,
     "tests/test_concurrency.py::test_racing_processes_on_postgresql": 8,
     "tests/test_told_once.py::test_told_once_with_processes_on_postgresql": 6,
     "integrations/llama-index-memory-korely/tests/test_llamaindex_chat_store.py::"
     "test_forty_conversations_start_together_on_one_chat_store": 6,
-    "tests/test_erasure.py::test_no_cache_of_the_process_keeps_an_erased_word": 6,
+    "tests/test_erasure.py::test_no_cache_of_the_process_keeps_an_erased_word": 4,
     "integrations/langchain-korely/tests/test_store_langgraph_async.py::"
     "test_large_batches_async": 5,
     "integrations/korely-mcp/tests/test_mcp_example.py::"
@@ -113,8 +115,6 @@ SLOW = {
     "test_each_change_is_told_once_to_one_name_read_by_threads_of_one_engine": 3,
     "tests/reliability/test_told_once_threads.py::"
     "test_each_change_is_told_once_to_one_name_read_by_engines_of_one_process": 3,
-    "tests/test_engine.py::"
-    "test_processes_connecting_to_a_new_sqlite_file_at_once_all_get_wal_mode": 3,
 }
 
 

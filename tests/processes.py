@@ -37,7 +37,8 @@ from korely_memory._text._tokens import cl100k
 
 PROCESSES = multiprocessing.get_context("forkserver")
 # The server imports these once: this module (the engine, its tokenizer), what the racing
-# processes' test modules import, and what the example programs and code blocks import.
+# processes' test modules import, what the example programs and code blocks import, and the two
+# servers' commands.
 PROCESSES.set_forkserver_preload(
     [
         __name__,
@@ -50,6 +51,7 @@ PROCESSES.set_forkserver_preload(
         "llama_index.core.llms.mock",
         "llama_index.memory.korely",
         "korely_mcp.cli",
+        "korely_server.cli",
     ]
 )
 
