@@ -44,6 +44,7 @@ class Sizes:
     store_items: tuple[int, ...] = (40, 1_000, 10_000)
     locomo_conversations: int | None = None  # the first N of the file's ten (None: all)
     locomo_questions: int | None = None  # the first N questions of each category (None: all)
+    locomo_turns: int | None = None  # the first N turns of each conversation (None: all)
     server_clients: int = 20  # korely-server: clients at once, each its own person
     server_calls: int = 50  # calls of each client
     warm: int | None = None  # at most this many unmeasured runs before a timing (None: as asked)
@@ -74,7 +75,8 @@ SMOKE = Sizes(
     placements=("notes",),
     store_items=(200,),
     locomo_conversations=1,
-    locomo_questions=5,
+    locomo_questions=2,
+    locomo_turns=60,  # every category still has questions whose evidence is in them
     server_clients=2,
     server_calls=10,
     warm=1,

@@ -195,9 +195,7 @@ def load(engine: MemoryEngine, owners: dict[str, list[Item]], batch: int = 20_00
                 "SELECT setval(pg_get_serial_sequence('korely_facts', 'id'), max(id)) "
                 "FROM korely_facts"
             )
-    if engine.db.dialect.name == "postgresql":
-        with engine.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM ANALYZE")
+    vacuum_analyze(engine)
 
 
 def load_memories(engine: MemoryEngine, owners: dict[str, list[str]], batch: int = 500) -> None:
@@ -250,9 +248,23 @@ def load_memories(engine: MemoryEngine, owners: dict[str, list[str]], batch: int
                 "SELECT setval(pg_get_serial_sequence('korely_memories', 'id'), max(id)) "
                 "FROM korely_memories"
             )
+    vacuum_analyze(engine)
+
+
+# The tables of the session's schema, for VACUUM: a bare ``VACUUM ANALYZE`` would go through
+# every schema of the database and its catalogs, none of which the load touched.
+SCHEMA_TABLES = (
+    "SELECT string_agg(quote_ident(tablename), ', ') FROM pg_tables "
+    "WHERE schemaname = current_schema()"
+)
+
+
+def vacuum_analyze(engine: MemoryEngine) -> None:
+    """PostgreSQL: vacuum and analyse the engine's tables after a load, as autovacuum would."""
     if engine.db.dialect.name == "postgresql":
         with engine.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM ANALYZE")
+            tables = conn.exec_driver_sql(SCHEMA_TABLES).scalar_one()
+            conn.exec_driver_sql(f"VACUUM ANALYZE {tables}")
 
 
 def _flush(conn: sa.Connection, table: sa.Table, rows: list[dict[str, object]]) -> None:

@@ -104,12 +104,15 @@ def session_of(dia_id: str) -> str:
     return dia_id.split(":", 1)[0]
 
 
-def read(path: str, limit: int | None = None, questions: int | None = None) -> list[Conversation]:
+def read(
+    path: str, limit: int | None = None, questions: int | None = None, turns: int | None = None
+) -> list[Conversation]:
     """The conversations of ``locomo10.json``, the first ``limit`` of them, each with the first
-    ``questions`` questions of each category (None: all)."""
+    ``questions`` questions of each category (None: all) and its first ``turns`` turns (None:
+    all; a question whose evidence is in none of them is left out)."""
     with open(path, encoding="utf-8") as f:
         raw = json.load(f)
-    return [_first_questions(_conversation(c), questions) for c in raw[:limit]]
+    return [_first_questions(_conversation(c, turns), questions) for c in raw[:limit]]
 
 
 def _first_questions(conv: Conversation, per_category: int | None) -> Conversation:
@@ -124,7 +127,7 @@ def _first_questions(conv: Conversation, per_category: int | None) -> Conversati
     return dataclasses.replace(conv, questions=tuple(kept))
 
 
-def _conversation(raw: dict[str, Any]) -> Conversation:
+def _conversation(raw: dict[str, Any], first: int | None = None) -> Conversation:
     talk = raw["conversation"]
     turns: list[Turn] = []
     n = 1
@@ -135,6 +138,8 @@ def _conversation(raw: dict[str, Any]) -> Conversation:
             at = start + dt.timedelta(seconds=i)
             turns.append(Turn(t["dia_id"], n, at, t["speaker"], t["text"], t.get("blip_caption")))
         n += 1
+    if first is not None:
+        del turns[first:]
     known = {t.dia_id for t in turns}
     questions = []
     left_out = 0
@@ -225,7 +230,9 @@ def locomo(
     if data is None:
         print("locomo skipped: no --data PATH/locomo10.json", file=sys.stderr)
         return
-    conversations = read(data, sizes.locomo_conversations, sizes.locomo_questions)
+    conversations = read(
+        data, sizes.locomo_conversations, sizes.locomo_questions, sizes.locomo_turns
+    )
     run = Run()
     first = not any(s.startswith(TITLE) for s in table.sections)
     judge = Judged(chat_model(answer)) if answer is not None and first else None

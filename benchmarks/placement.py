@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import itertools
 import json
 import re
@@ -197,10 +198,16 @@ class Figures:
     """The turns whose first prompt's latest user message tells the correction."""
 
 
+@functools.cache
+def tokens(text: str) -> tuple[int, ...]:
+    """``text`` in cl100k_base tokens: each prompt repeats the messages before it, counted once."""
+    return tuple(ENCODING.encode_ordinary(text))
+
+
 def message(role: str, text: str, memory_text: str, calls: Sequence[Any] = ()) -> Message:
     framed = f"<{role}>\n{text}" + (json.dumps(list(calls)) if calls else "")
-    memory = len(ENCODING.encode_ordinary(memory_text)) if memory_text else 0
-    return Message(tuple(ENCODING.encode_ordinary(framed)), memory, text, role in ("user", "human"))
+    memory = len(tokens(memory_text)) if memory_text else 0
+    return Message(tokens(framed), memory, text, role in ("user", "human"))
 
 
 def memory_sections(text: str) -> str:

@@ -25,7 +25,7 @@ from langchain_korely import KorelyStore
 
 from . import workloads as w
 from .base import Databases, Sizes, Table, session_options
-from .data import QUERY, items
+from .data import QUERY, SCHEMA_TABLES, items, vacuum_analyze
 
 NAMESPACE = ("memories", "giulia")
 KORELY = "KorelyStore"
@@ -86,9 +86,7 @@ def _korely(dbs: Databases, backend: str) -> Iterator[KorelyStore]:
 
 
 def _analyse(s: KorelyStore) -> None:
-    if s.engine.db.dialect.name == "postgresql":
-        with s.engine.db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM ANALYZE")
+    vacuum_analyze(s.engine)
 
 
 @contextlib.contextmanager
@@ -112,7 +110,9 @@ def _peer(dbs: Databases, backend: str) -> Iterator[tuple[BaseStore, Callable[[]
 
         def analyse() -> None:
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("VACUUM ANALYZE")
+                found = conn.execute(SCHEMA_TABLES).fetchone()
+                assert found is not None
+                conn.execute(f"VACUUM ANALYZE {found[0]}")
 
         with PostgresStore.from_conn_string(url) as s:
             s.setup()
